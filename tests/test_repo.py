@@ -1,0 +1,39 @@
+"""The package is exactly what the notebooks export, and the notebooks are nbdev-clean."""
+import filecmp, shutil, subprocess, sys
+from pathlib import Path
+from conftest import ROOT
+
+def _nbdev(cmd: str, cwd: Path):
+    code = f"from nbdev.{cmd}; {cmd.split(' import ')[1]}()"
+    r = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+def _tree(d: Path) -> dict:
+    return {p.relative_to(d): p for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+def test_package_matches_notebooks(tmp_path):
+    shutil.copytree(ROOT / "nbs", tmp_path / "nbs")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    (tmp_path / "calirl").mkdir(); shutil.copy(ROOT / "calirl" / "__init__.py", tmp_path / "calirl")
+    _nbdev("doclinks import nbdev_export", tmp_path)
+    want, have = _tree(tmp_path / "calirl"), _tree(ROOT / "calirl")
+    assert set(want) == set(have), f"modules differ: only exported {set(want) - set(have)}, only in repo {set(have) - set(want)}; run nbdev-export"
+    stale = [str(k) for k in want if not filecmp.cmp(want[k], have[k], shallow=False)]
+    assert not stale, f"calirl/ is out of sync with nbs/ in {stale}; run nbdev-export"
+
+def test_notebooks_are_clean(tmp_path):
+    shutil.copytree(ROOT / "nbs", tmp_path / "nbs")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    _nbdev("clean import nbdev_clean", tmp_path)
+    dirty = [p.name for p in (ROOT / "nbs").glob("*.ipynb")
+             if p.read_bytes() != (tmp_path / "nbs" / p.name).read_bytes()]
+    assert not dirty, f"not nbdev-clean: {dirty}; run nbdev-clean"
+
+def test_every_notebook_has_one_parameters_cell_matching_smoke():
+    from calirl.core import load_profile
+    from calirl.pipeline import declared_parameters, list_notebooks
+    smoke = load_profile("smoke", ROOT / "settings.ini")
+    runner = dict(profile="smoke", run_dir="../runs/smoke", figures_dir="../figures/smoke")
+    for nb in list_notebooks(ROOT):
+        for k, v in declared_parameters(nb).items():
+            assert v == (runner[k] if k in runner else getattr(smoke, k)), f"{nb.name}: {k} = {v!r} differs from [smoke]"
