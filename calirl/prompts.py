@@ -10,13 +10,13 @@ __all__ = ['TERMINATE', 'TASK_DESCRIPTIONS', 'USER_SIMULATOR_PROMPT', 'POLICY_SY
            'user_simulator_prompt', 'policy_system_prompt', 'judge_prompt', 'Parsed', 'parse_json_output', 'parse_user',
            'parse_policy', 'parse_judge', 'ParseStats']
 
-# %% ../nbs/02a_prompts.ipynb #608f2b97
-import ast, json, re
+# %% ../nbs/02a_prompts.ipynb #a97fe70b
+import ast, json, re, warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from .core import Message
 
-# %% ../nbs/02a_prompts.ipynb #c38228e2
+# %% ../nbs/02a_prompts.ipynb #9fea6aa9
 TERMINATE = "[[TERMINATE CHAT]]"
 _TERM_RE = re.compile(r"\[\[\s*terminate\s+chat\s*\]\]", re.I)
 
@@ -28,7 +28,7 @@ def strip_terminal(text:str) -> str:
     "`text` without the terminal signal."
     return _TERM_RE.sub("", text or "").strip()
 
-# %% ../nbs/02a_prompts.ipynb #509c6608
+# %% ../nbs/02a_prompts.ipynb #4b5e74a6
 TASK_DESCRIPTIONS = {
     "math-chat": "You want help solving a math problem and you want to end up with the correct final answer.",
     "docedit-chat": "You want an AI to help you rewrite a document until it says what you have in mind.",
@@ -129,7 +129,7 @@ def judge_prompt(question:str, ground_truth:str, completion:str) -> str:
     "The accuracy-judge prompt."
     return JUDGE_PROMPT.format(question=question, ground_truth=ground_truth, completion=completion)
 
-# %% ../nbs/02a_prompts.ipynb #36d9f020
+# %% ../nbs/02a_prompts.ipynb #0fdee8f6
 MAX_PARSE_CHARS = 50_000
 
 @dataclass
@@ -162,7 +162,9 @@ def _as_dict(s:str):
     "Parse `s` as JSON, then as a Python literal; a dict or None."
     for f in (json.loads, ast.literal_eval):
         try:
-            v = f(s)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")          # literal_eval warns on odd escapes
+                v = f(s)
             if isinstance(v, dict): return v
         except Exception: pass
     return None
@@ -204,7 +206,7 @@ def parse_json_output(text, names:tuple, message_field:str="response") -> Parsed
         issues += [f"missing:{k}" for k in missing]
         if status == "ok" and missing: status = "partial"
         msg = fields.get(message_field)
-        msg = (msg if isinstance(msg, str) else json.dumps(msg) if msg is not None else
+        msg = (msg if isinstance(msg, str) else repr(msg) if msg is not None else
                (s if status == "plain_text" else ""))
         if status != "plain_text" and message_field in names and not msg.strip(): issues.append("empty_message")
         return Parsed(msg.strip(), fields, status, tuple(issues))
@@ -215,7 +217,7 @@ def _is_json(s:str) -> bool:
     try: json.loads(s); return True
     except Exception: return False
 
-# %% ../nbs/02a_prompts.ipynb #dfcf5eb0
+# %% ../nbs/02a_prompts.ipynb #856f5996
 USER_FIELDS = ("current_answer", "thought", "response")
 POLICY_FIELDS = ("current_problem", "thought", "response")
 JUDGE_FIELDS = ("thought", "accuracy")
@@ -234,10 +236,11 @@ def parse_judge(text) -> tuple[int | None, Parsed]:
     v = p.fields.get("accuracy")
     if isinstance(v, bool): v = int(v)
     if isinstance(v, str): v = v.strip().lower()
-    verdict = {1: 1, 0: 0, 1.0: 1, 0.0: 0, "1": 1, "0": 0, "1.0": 1, "0.0": 0, "true": 1, "false": 0}.get(v) if not isinstance(v, (dict, list)) else None
+    ok = isinstance(v, (int, float, str))             # literal_eval can also yield sets, bytes, tuples…
+    verdict = {1: 1, 0: 0, "1": 1, "0": 0, "1.0": 1, "0.0": 0, "true": 1, "false": 0}.get(v) if ok else None
     return verdict, p
 
-# %% ../nbs/02a_prompts.ipynb #993dcf05
+# %% ../nbs/02a_prompts.ipynb #5d63d600
 @dataclass
 class ParseStats:
     "Counts of parse statuses and issues."

@@ -8,14 +8,13 @@ __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB',
            'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
            'write_collabllm_fixture', 'load_items', 'extract_answer', 'extract_doc', 'final_answer']
 
-# %% ../nbs/02_tasks.ipynb #ba9648f4
+# %% ../nbs/02_tasks.ipynb #a5bfb0d9
 import hashlib, json, random
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 from .core import Message
 
-# %% ../nbs/02_tasks.ipynb #fcc86f34
+# %% ../nbs/02_tasks.ipynb #d8d70091
 TASKS = ("math-chat", "docedit-chat")
 
 @dataclass
@@ -32,7 +31,7 @@ class TaskItem:
     def __post_init__(self):
         if self.task not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
 
-# %% ../nbs/02_tasks.ipynb #ccca122c
+# %% ../nbs/02_tasks.ipynb #8214b2ca
 NAMES = ("ana", "ben", "cal", "dia", "eli", "fay", "gus", "ivy", "jon", "kim")
 OBJECTS = ("apples", "books", "coins", "cards", "pens", "stamps", "shells", "marbles")
 OPS = {"add": "+", "sub": "-", "mul": "*"}
@@ -58,7 +57,7 @@ def math_item(rng:random.Random, item_id:str, p_hide_a:float=0.3) -> TaskItem:
     goal = dict(op=op, a=a, b=b, name=name, obj=obj, hidden=hidden)
     return TaskItem("math-chat", item_id, _problem(op, name, obj, a, b), str(math_answer(op, a, b)), goal)
 
-# %% ../nbs/02_tasks.ipynb #8abde543
+# %% ../nbs/02_tasks.ipynb #ce0d9c56
 NOUNS = ("cat", "dog", "sky", "car", "tree", "cup", "hat", "box", "lamp", "door", "bird", "road")
 ADJS = ("red", "blue", "green", "big", "small", "old", "new", "soft", "tall", "dark", "warm", "cold")
 
@@ -78,7 +77,7 @@ def docedit_item(rng:random.Random, item_id:str, n_sents:int=3) -> TaskItem:
     x = f"please edit my note so that it reads : {render_doc(target)}"
     return TaskItem("docedit-chat", item_id, x, render_doc(target), goal)
 
-# %% ../nbs/02_tasks.ipynb #955f28f9
+# %% ../nbs/02_tasks.ipynb #deb5e955
 _MAKERS = {"math-chat": math_item, "docedit-chat": docedit_item}
 
 def _item_seed(seed:int, task:str, k:int) -> int:
@@ -91,7 +90,7 @@ def tiny_items(task:str, split:str, n:int, seed:int=0) -> list[TaskItem]:
     off = 0 if split == "train" else 10**7
     return [_MAKERS[task](random.Random(_item_seed(seed, task, off + k)), f"{task[:4]}-{split}-{k}") for k in range(n)]
 
-# %% ../nbs/02_tasks.ipynb #64a774a5
+# %% ../nbs/02_tasks.ipynb #bd3fd15b
 COLLABLLM_HUB = {"math-chat": "collabllm/collabllm-multiturn-math-hard", "docedit-chat": "collabllm/collabllm-multiturn-medium"}
 COLLABLLM_COLUMNS = ("prompt", "completion", "conv_id", "turn_id", "score",
                      "single_turn_prompt", "single_turn_completion", "single_turn_metadata")
@@ -132,7 +131,7 @@ def heldout_split(items:list[TaskItem], n_eval:int, salt:str="calirl") -> tuple[
     held = {it.item_id for it in ranked[:n_eval]}
     return [it for it in items if it.item_id not in held], [it for it in items if it.item_id in held]
 
-# %% ../nbs/02_tasks.ipynb #0c4bfb9d
+# %% ../nbs/02_tasks.ipynb #b4ac9fb2
 def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
     "Write `items` as CollabLLM-schema Parquet rows (two logged turns per conversation)."
     from calirl.core import save_parquet
@@ -147,7 +146,7 @@ def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
                              single_turn_metadata=json.dumps({"source": "calirl-fixture", "task": it.task})))
     return save_parquet(rows, path)
 
-# %% ../nbs/02_tasks.ipynb #e2ba5fa3
+# %% ../nbs/02_tasks.ipynb #d6088a3a
 def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:str|Path|None=None) -> tuple[list[TaskItem], list[TaskItem]]:
     "(train, held-out) items of `task` for `world` ('tiny' or 'collabllm')."
     if world == "tiny": return tiny_items(task, "train", n_train, seed), tiny_items(task, "eval", n_eval, seed)
@@ -156,7 +155,7 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
 
-# %% ../nbs/02_tasks.ipynb #c242bfc9
+# %% ../nbs/02_tasks.ipynb #909730e7
 import re
 _ANSWER_RE = re.compile(r"answer is\s*(-?\d+)", re.I)
 _DOC_RE = re.compile(r"doc\s*:\s*(.*)$", re.I | re.S)

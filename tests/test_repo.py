@@ -37,3 +37,13 @@ def test_every_notebook_has_one_parameters_cell_matching_smoke():
     for nb in list_notebooks(ROOT):
         for k, v in declared_parameters(nb).items():
             assert v == (runner[k] if k in runner else getattr(smoke, k)), f"{nb.name}: {k} = {v!r} differs from [smoke]"
+
+def test_exported_modules_have_no_undefined_names():
+    "A notebook can hide a missing import (an unexported cell imported it); the module then breaks on import or use."
+    from pyflakes.api import checkPath
+    from pyflakes.reporter import Reporter
+    import io
+    out = io.StringIO()
+    for p in sorted((ROOT / "calirl").glob("*.py")): checkPath(str(p), Reporter(out, out))
+    bad = [l for l in out.getvalue().splitlines() if "undefined name" in l]
+    assert not bad, "\n".join(bad)
