@@ -9,13 +9,13 @@ __all__ = ['PROFILE_KEYS', 'ROLES', 'ARTIFACTS', 'Profile', 'ProfileError', 'rea
            'seed_everything', 'Message', 'Dialogue', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
            'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact']
 
-# %% ../nbs/00_core.ipynb #b928b333
+# %% ../nbs/00_core.ipynb #899e36e4
 import configparser, contextlib, dataclasses, difflib, importlib.util, json, os, random, shutil, uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-# %% ../nbs/00_core.ipynb #f6733af7
+# %% ../nbs/00_core.ipynb #89b7560d
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None):
     "A profile key: `help` for `calirl profiles --keys`, allowed `choices`, and an inclusive range [`lo`, `hi`]."
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi))
@@ -50,6 +50,12 @@ class Profile:
     max_len_math: int = _key("max tokens of a math-chat training sequence (paper: 4,096)", lo=16)
     max_len_docedit: int = _key("max tokens of a docedit-chat training sequence (paper: 6,144)", lo=16)
     max_new_tokens: int = _key("max new tokens per generated message", lo=1)
+    vocab_size: int = _key("vocabulary size of the tokenizer trained on the tiny world's text", lo=300)
+    # the tiny base policy (an imperfect "instruct" model made by SFT on scripted conversations)
+    base_ask_rate: float = _key("how often the scripted demonstrations ask for missing information", lo=0, hi=1)
+    base_slip: float = _key("how often the scripted demonstrations slip when answering", lo=0, hi=1)
+    base_epochs: int = _key("SFT epochs of the tiny base policy", lo=1)
+    base_lr: float = _key("SFT learning rate of the tiny base policy", lo=0)
     # Phase I: simulator SFT
     sft_epochs: int = _key("Phase I SFT epochs", lo=1)
     sft_lr: float = _key("Phase I SFT learning rate", lo=0)
@@ -81,7 +87,7 @@ class Profile:
 
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 
-# %% ../nbs/00_core.ipynb #658057ca
+# %% ../nbs/00_core.ipynb #c49a57a0
 class ProfileError(ValueError):
     "A bad profile, key or value: the message names it and says how to fix it."
 
@@ -117,7 +123,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
 
 _FIELDS = {f.name: f for f in fields(Profile)}
 
-# %% ../nbs/00_core.ipynb #ce9101db
+# %% ../nbs/00_core.ipynb #a670e546
 def _suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
@@ -148,7 +154,7 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
-# %% ../nbs/00_core.ipynb #213729e2
+# %% ../nbs/00_core.ipynb #690a8d31
 def parse_overrides(items:Iterable[str]) -> dict[str, str]:
     "Turn `['key=value', ...]` from `-p` into a dict, checking the form of each item."
     out = {}
@@ -176,7 +182,7 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
             for k in PROFILE_KEYS}
     return Profile(name=name, **vals)
 
-# %% ../nbs/00_core.ipynb #59d8c642
+# %% ../nbs/00_core.ipynb #7c00d824
 def seed_everything(seed:int) -> None:
     "Seed `random`, NumPy and torch (if installed) with `seed`."
     random.seed(seed)
@@ -187,7 +193,7 @@ def seed_everything(seed:int) -> None:
         import torch
         torch.manual_seed(seed)
 
-# %% ../nbs/00_core.ipynb #3af69d6c
+# %% ../nbs/00_core.ipynb #69d1aeb2
 ROLES = ("system", "user", "assistant")
 
 @dataclass
@@ -217,7 +223,7 @@ class Dialogue:
         return cls(r["item_id"], r["task"], [Message(m["role"], m["content"]) for m in r["messages"]],
                    r.get("termination", ""), r.get("reward"), json.loads(r.get("meta") or "{}"))
 
-# %% ../nbs/00_core.ipynb #19fe94ba
+# %% ../nbs/00_core.ipynb #2eddc745
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
@@ -232,7 +238,7 @@ def atomic_path(path:str|Path):
         os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
-# %% ../nbs/00_core.ipynb #7306de76
+# %% ../nbs/00_core.ipynb #56dde278
 def save_json(obj:Any, path:str|Path) -> Path:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as t: t.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -254,7 +260,7 @@ def load_parquet(path:str|Path):
     import pandas as pd
     return pd.read_parquet(path)
 
-# %% ../nbs/00_core.ipynb #9dc65639
+# %% ../nbs/00_core.ipynb #e4f3d2e8
 def save_table(df, name:str, figures_dir:str|Path, floatfmt:str=".3g") -> Path:
     "Write DataFrame `df` as `name.md` and `name.csv` in `figures_dir`; return the Markdown path."
     d = Path(figures_dir)
@@ -267,10 +273,12 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
     with atomic_path(Path(figures_dir) / f"{name}.png") as t: fig.savefig(t, format="png", dpi=dpi, bbox_inches="tight")
     return Path(figures_dir) / f"{name}.png"
 
-# %% ../nbs/00_core.ipynb #c1c672e0
+# %% ../nbs/00_core.ipynb #361b5af6
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
+    "policy_base": ("models/policy_base", "04b_base_policy"),
+    "rollouts_demo": ("rollouts/demo.parquet", "05_rollout"),
 }
 
 class MissingArtifactError(FileNotFoundError):

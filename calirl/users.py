@@ -8,9 +8,9 @@ LLM simulators over any generation backend."""
 # %% auto #0
 __all__ = ['HUMAN', 'ARTIFACT', 'SAY', 'UserTurn', 'UserModel', 'UserKnobs', 'turn_rng', 'say', 'add_typos', 'ScriptedUser',
            'scripted_human', 'artifact_simulator', 'goal_text', 'PromptedSimulator', 'ScriptedAssistant', 'converse',
-           'act_rates', 'outcome_rates', 'side_by_side']
+           'act_rates', 'outcome_rates', 'side_by_side', 'world_corpus']
 
-# %% ../nbs/03_users.ipynb #2e42b48a
+# %% ../nbs/03_users.ipynb #95f8045f
 import hashlib, random
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -19,7 +19,7 @@ from .core import Dialogue, Message
 from .tasks import TaskItem, extract_answer, extract_doc, render_doc, _problem
 from .prompts import TERMINATE, ParseStats, has_terminal, parse_user, user_simulator_prompt
 
-# %% ../nbs/03_users.ipynb #8f48acb7
+# %% ../nbs/03_users.ipynb #b31f2511
 @dataclass
 class UserTurn:
     "A user message, whether it ends the chat, what the user did, and how its output parsed."
@@ -33,7 +33,7 @@ class UserModel(Protocol):
     name: str
     def respond(self, items:list[TaskItem], chats:list[list[Message]], states:list[dict]) -> list[UserTurn]: ...
 
-# %% ../nbs/03_users.ipynb #6866e9c9
+# %% ../nbs/03_users.ipynb #ae5da806
 @dataclass(frozen=True)
 class UserKnobs:
     "Behaviour knobs of a scripted user (see the table above)."
@@ -54,7 +54,7 @@ def turn_rng(state:dict, turn:int) -> random.Random:
     "The random stream of one conversation at one turn."
     return random.Random(int(hashlib.sha256(f"{state.get('seed', 0)}|{turn}".encode()).hexdigest()[:12], 16))
 
-# %% ../nbs/03_users.ipynb #1f2667db
+# %% ../nbs/03_users.ipynb #5951b79c
 SAY = {
     "open_prefix": ["", "hi . ", "can you help ? ", "quick question : ", "i need help . "],
     "doc_open": ["please fix my note : {doc}", "can you improve this note ? {doc}", "my note needs changes : {doc}"],
@@ -93,7 +93,7 @@ def add_typos(text:str, rng:random.Random, rate:float, keep:set) -> str:
         out.append(w)
     return " ".join(out)
 
-# %% ../nbs/03_users.ipynb #4efd08fd
+# %% ../nbs/03_users.ipynb #0c539439
 def _facts(item:TaskItem) -> list[str]:
     "Everything the user may withhold for `item`, in reveal order."
     if item.task == "math-chat": return ["a", "b"]
@@ -121,7 +121,7 @@ def _keep_words(item:TaskItem) -> set:
     if item.task == "math-chat": return {g["name"], g["obj"]}
     return {w for s in g["draft"] + g["target"] for w in s}
 
-# %% ../nbs/03_users.ipynb #3dabfe98
+# %% ../nbs/03_users.ipynb #9e6e14c8
 @dataclass
 class ScriptedUser:
     "A rule-based user with explicit behaviour knobs; the tiny world's human and artifact simulator."
@@ -197,7 +197,7 @@ def artifact_simulator(**kw) -> ScriptedUser:
     "The tiny stand-in for an uncalibrated prompted simulator (knobs: `ARTIFACT`, overridable)."
     return ScriptedUser(replace(ARTIFACT, **kw), "artifact-simulator")
 
-# %% ../nbs/03_users.ipynb #fe33bffb
+# %% ../nbs/03_users.ipynb #53c29b15
 def goal_text(item:TaskItem) -> str:
     "What the simulator is told it wants: the complete request and, when known, the reference answer."
     return f"{item.x}\n(reference answer: {item.y_star})" if item.y_star else item.x
@@ -222,7 +222,7 @@ class PromptedSimulator:
             out.append(UserTurn(msg, has_terminal(msg), ("terminate",) if has_terminal(msg) else (), err or p.status))
         return out
 
-# %% ../nbs/03_users.ipynb #5fd143ec
+# %% ../nbs/03_users.ipynb #247a36d3
 @dataclass
 class ScriptedAssistant:
     "A rule-based tiny-world assistant: asks with probability `ask_rate`, slips with probability `slip`."
@@ -282,7 +282,7 @@ def converse(user, assistant:ScriptedAssistant, items:list[TaskItem], H:int, see
     return [Dialogue(it.item_id, it.task, c, d, None, {"user_acts": a, "user": getattr(user, "name", "?")})
             for it, c, d, a in zip(items, chats, done, acts)]
 
-# %% ../nbs/03_users.ipynb #ca8533f2
+# %% ../nbs/03_users.ipynb #3ea3578c
 def act_rates(dialogues:list[Dialogue]) -> dict:
     "Per-user-turn frequency of each act, plus the number of user turns."
     c, n = Counter(), 0
@@ -298,7 +298,7 @@ def outcome_rates(dialogues:list[Dialogue]) -> dict:
             if "reject" in acts or "accept_wrong" in acts: wrong += 1; accepted_wrong += "accept_wrong" in acts
     return dict(wrong_answers=wrong, accept_wrong_rate=accepted_wrong / max(wrong, 1))
 
-# %% ../nbs/03_users.ipynb #da1fe468
+# %% ../nbs/03_users.ipynb #36cbc189
 def side_by_side(item:TaskItem, assistant_turns:list[str], users:list, seed:int=0):
     "A DataFrame of each user's replies to the same assistant turns (the opening first)."
     import pandas as pd
@@ -312,3 +312,12 @@ def side_by_side(item:TaskItem, assistant_turns:list[str], users:list, seed:int=
             chat.append(Message("user", t.text)); col.append(t.text)
         cols[u.name] = col
     return pd.DataFrame({"assistant": ["(opening)"] + assistant_turns, **cols})
+
+# %% ../nbs/03_users.ipynb #1848b069
+def world_corpus(items:list[TaskItem], seed:int=0, H:int=7) -> list[str]:
+    "Every message of scripted conversations on `items` (both user models, several assistants)."
+    texts = []
+    for k, (ask, slip) in enumerate([(0.0, 0.3), (0.5, 0.1), (1.0, 0.0)]):
+        for u in (scripted_human(), artifact_simulator()):
+            texts += [m.content for d in converse(u, ScriptedAssistant(ask, slip), items, H, seed + k) for m in d.messages]
+    return texts

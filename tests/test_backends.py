@@ -1,0 +1,252 @@
+"""Generation backends: HF log-probabilities and left padding, vLLM (GPU only), and the OpenAI-compatible HTTP
+client against local stub servers and a real `transformers serve` on 127.0.0.1."""
+import http.server, importlib.util, json, os, signal, socket, subprocess, threading, time, urllib.request
+import pytest, torch
+from conftest import BIN
+from transformers.utils import logging as hf_logging
+from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer
+from calirl.backends import BackendError, Completion, HFBackend, OpenAIBackend, VLLMBackend, chat_prompt_ids
+
+hf_logging.set_verbosity_error(); hf_logging.disable_progress_bar()
+KEY = "sk-test-secret-4242"
+CORPUS = [f"i have {a} apples and get {b} more . {a} + {b} = {a + b} ." for a in range(1, 25) for b in range(1, 12)]
+
+def scramble(model, seed=0, std=0.3):
+    "Large random weights, so that every output depends on the whole context (std-0.02 tiny models repeat tokens)."
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1: p.copy_(torch.randn(p.shape, generator=g) * std)
+    return model
+
+@pytest.fixture(scope="module")
+def tok():
+    return train_tokenizer(CORPUS, vocab_size=300)
+
+@pytest.fixture(scope="module", params=["qwen2", "gemma3"])
+def backend(request, tok):
+    model, ptok = build_tiny_model(tok, request.param, hidden=32, layers=2, role="policy", seed=0)
+    return HFBackend(scramble(model), ptok)
+
+def _prompts(tok):
+    return [tok(t).input_ids for t in ("i have 12 apples", "12 + 7 =", "how many ?", "i have 3 apples and get 4 more . 3 + 4 =")]
+
+def _forward_logprobs(model, prompt, completion, T):
+    x = torch.tensor([prompt + completion])                                  # (1, P + C)
+    with torch.no_grad(): z = model(x).logits[0, len(prompt) - 1:-1].float() / T   # (C, V)
+    return torch.log_softmax(z, -1).gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)  # (C,)
+
+# --- the tiny-model builder: a saved tokenizer reloads as itself (FINDINGS: the tokenizer trap) -----------------
+
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
+@pytest.mark.parametrize("role", ["policy", "simulator"])
+def test_saved_model_and_tokenizer_reload_as_themselves(tmp_path, tok, arch, role):
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    model, rtok = build_tiny_model(tok, arch, hidden=32, layers=1, role=role, seed=0)
+    path = save_model(model, rtok, tmp_path / "m")
+    assert not list(path.glob("*.bin")) and (path / "model.safetensors").exists()
+    loaded, ltok = load_model(path, device="cpu")
+    chat = [{"role": "user", "content": "i have 12 apples"}, {"role": "assistant", "content": "12 + 7 = 19 ?"}]
+    for t in (rtok, ltok, AutoTokenizer.from_pretrained(path), PreTrainedTokenizerFast.from_pretrained(path)):
+        assert t("12 + 7 = 19 [[TERMINATE CHAT]]").input_ids == tok("12 + 7 = 19 [[TERMINATE CHAT]]").input_ids
+        assert t.apply_chat_template(chat, return_dict=False) == rtok.apply_chat_template(chat, return_dict=False)
+    x = torch.tensor([tok("12 + 7 = 19").input_ids])                       # (1, T)
+    with torch.no_grad(): torch.testing.assert_close(loaded(x).logits, model(x).logits)   # (1, T, V)
+
+# --- HFBackend -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("T", [1.0, 0.7])
+def test_hf_logprobs_equal_a_separate_forward_pass(backend, tok, T):
+    outs = backend.generate(_prompts(tok), max_new_tokens=10, temperature=T, seed=3)
+    for p, o in zip(_prompts(tok), outs):
+        assert isinstance(o, Completion) and len(o.token_ids) == len(o.logprobs) > 0
+        torch.testing.assert_close(torch.tensor(o.logprobs), _forward_logprobs(backend.model, p, o.token_ids, T), atol=1e-4, rtol=1e-4)
+
+def test_hf_batched_greedy_equals_one_at_a_time(backend, tok):
+    batched = backend.generate(_prompts(tok), max_new_tokens=12, temperature=0.0)
+    single = [backend.generate([p], max_new_tokens=12, temperature=0.0)[0] for p in _prompts(tok)]
+    assert [o.token_ids for o in batched] == [o.token_ids for o in single]
+    for b, s in zip(batched, single): torch.testing.assert_close(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-4, rtol=1e-4)
+
+def test_hf_small_batches_equal_one_big_batch(backend, tok):
+    big = backend.generate(_prompts(tok), max_new_tokens=8, temperature=0.0)
+    backend.max_batch_size = 3
+    try: small = backend.generate(_prompts(tok), max_new_tokens=8, temperature=0.0)
+    finally: backend.max_batch_size = 64
+    assert [o.token_ids for o in small] == [o.token_ids for o in big]
+
+def test_hf_seeded_sampling_is_reproducible_and_leaves_global_rng_alone(backend, tok):
+    torch.manual_seed(123); before = torch.rand(1)
+    torch.manual_seed(123)
+    a = backend.generate(_prompts(tok), 10, temperature=1.0, seed=7)
+    assert torch.equal(torch.rand(1), before)                           # generate did not consume the global RNG
+    b = backend.generate(_prompts(tok), 10, temperature=1.0, seed=7)
+    c = backend.generate(_prompts(tok), 10, temperature=1.0, seed=8)
+    assert [o.token_ids for o in a] == [o.token_ids for o in b] != [o.token_ids for o in c]
+
+def test_hf_cuts_at_the_first_stop_token_and_strips_padding(backend, tok):
+    prompts = _prompts(tok)
+    g = backend.generate(prompts[:1], 12, temperature=0.0)[0].token_ids
+    stop = g[2]
+    outs = backend.generate(prompts, 12, temperature=0.0, stop_token_ids=[stop])
+    k = g.index(stop) + 1
+    assert (outs[0].token_ids, outs[0].finish_reason, len(outs[0].logprobs)) == (g[:k], "stop", k)
+    for p, o in zip(prompts, outs):
+        alone = backend.generate([p], 12, temperature=0.0, stop_token_ids=[stop])[0]
+        assert o.token_ids == alone.token_ids and o.finish_reason == alone.finish_reason
+        assert stop not in o.token_ids[:-1]                              # nothing after the stop token
+        assert o.finish_reason == ("stop" if o.token_ids[-1] == stop else "length")
+        assert o.text == backend.tokenizer.decode(o.token_ids, skip_special_tokens=True)
+    assert all(len(o.token_ids) == 12 for o in outs if o.finish_reason == "length")
+
+def test_hf_generate_chat_uses_the_role_template(tok):
+    model, stok = build_tiny_model(tok, "qwen2", 32, 1, role="simulator", seed=0)
+    sim = HFBackend(scramble(model), stok)
+    msgs = [{"role": "user", "content": "i have 12 apples"}, {"role": "assistant", "content": "how many more ?"}]
+    ids = chat_prompt_ids(stok, msgs)
+    assert stok.decode(ids).endswith("<|im_start|>user\n")
+    assert sim.generate_chat([msgs], 6, temperature=0.0)[0].token_ids == sim.generate([ids], 6, temperature=0.0)[0].token_ids
+
+def test_hf_empty_prompt_is_refused(backend):
+    with pytest.raises(ValueError, match="at least one token"): backend.generate([[]], 4)
+
+# --- VLLMBackend -----------------------------------------------------------------------------------------------
+
+def test_vllm_backend_logprobs(tmp_path, tok):
+    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+        pytest.skip(f"vLLM not installed / no CUDA GPU: vllm importable={importlib.util.find_spec('vllm') is not None}, "
+                    f"cuda={torch.cuda.is_available()}; VLLMBackend runs only on a CUDA machine with `pip install calirl[vllm]`")
+    model, ptok = build_tiny_model(tok, "qwen2", 64, 2, role="policy", seed=0)
+    path = save_model(scramble(model), ptok, tmp_path / "m")
+    vb = VLLMBackend(str(path), gpu_memory_utilization=0.2, max_model_len=256, enforce_eager=True)
+    prompts = _prompts(tok)
+    outs = vb.generate(prompts, 8, temperature=1.0, seed=0)
+    hf_model, _ = load_model(path, device="cuda", dtype="float32")
+    for p, o in zip(prompts, outs):
+        assert len(o.token_ids) == len(o.logprobs) > 0
+        torch.testing.assert_close(torch.tensor(o.logprobs), _forward_logprobs(hf_model, p, o.token_ids, 1.0).cpu(), atol=2e-2, rtol=2e-2)
+
+# --- OpenAIBackend: client behaviour against local stubs -------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    "Answers with the next status in `plan` (200 = a chat completion); `delay` seconds before answering."
+    plan, seen, delay = [200], [], 0.0
+    def log_message(self, *a): pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _Stub.seen.append(dict(auth=self.headers.get("Authorization"), body=body))
+        code = _Stub.plan[min(len(_Stub.seen), len(_Stub.plan)) - 1]
+        time.sleep(_Stub.delay)
+        msg = body["messages"][-1]["content"]
+        out = json.dumps({"choices": [{"message": {"role": "assistant", "content": f"echo: {msg}"}, "finish_reason": "length"}]}
+                         if code == 200 else {"error": {"message": f"nope, your key {KEY} is wrong"}}).encode()
+        try:
+            self.send_response(code); self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+        except (BrokenPipeError, ConnectionResetError): pass
+
+@pytest.fixture
+def stub(monkeypatch):
+    monkeypatch.setenv("CALIRL_TEST_KEY", KEY)
+    _Stub.plan, _Stub.seen, _Stub.delay = [200], [], 0.0
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_port}/v1"
+    srv.shutdown(); srv.server_close()
+
+def _client(url, **kw):
+    return OpenAIBackend(url, "stub", api_key_env="CALIRL_TEST_KEY", **{**dict(timeout=2, max_retries=3, backoff=0.01), **kw})
+
+def test_openai_retries_429_and_5xx_then_succeeds(stub):
+    _Stub.plan = [503, 429, 500, 200]
+    o = _client(stub).generate_chat([[{"role": "user", "content": "hi"}]], 5, temperature=0.5, top_p=0.9, seed=4)[0]
+    assert (o.text, o.token_ids, o.logprobs, o.finish_reason) == ("echo: hi", [], None, "length")
+    assert len(_Stub.seen) == 4 and all(s["auth"] == f"Bearer {KEY}" for s in _Stub.seen)
+    body = _Stub.seen[-1]["body"]
+    assert (body["max_tokens"], body["temperature"], body["top_p"], body["seed"], body["model"]) == (5, 0.5, 0.9, 4, "stub")
+
+def test_openai_batch_keeps_order(stub):
+    c = _client(stub, max_workers=4)
+    outs = c.generate_chat([[{"role": "user", "content": str(i)}] for i in range(10)], 4)
+    assert [o.text for o in outs] == [f"echo: {i}" for i in range(10)]
+
+def test_openai_client_errors_fail_at_once_and_never_show_the_key(stub):
+    _Stub.plan = [401]
+    c = _client(stub)
+    with pytest.raises(BackendError) as e: c.chat([{"role": "user", "content": "hi"}], 4)
+    assert "HTTP 401" in str(e.value) and len(_Stub.seen) == 1
+    for text in (str(e.value), repr(e.value), repr(c), str(vars(c))): assert KEY not in text, text
+    assert "***" in str(e.value)                                            # the server echoed the key; it was masked
+
+def test_openai_retries_end_with_a_bounded_error(stub):
+    _Stub.plan = [503]
+    t0 = time.time()
+    with pytest.raises(BackendError, match="after 3 attempts: HTTP 503"): _client(stub, max_retries=2).chat([{"role": "user", "content": "x"}], 4)
+    assert len(_Stub.seen) == 3 and time.time() - t0 < 5
+
+def test_openai_timeout_is_retried_and_bounded(stub):
+    _Stub.delay = 1.0
+    t0 = time.time()
+    with pytest.raises(BackendError, match="after 2 attempts.*timed out"): _client(stub, timeout=0.2, max_retries=1).chat([{"role": "user", "content": "x"}], 4)
+    assert time.time() - t0 < 4
+
+def test_openai_closed_port_retries_then_fails_without_the_key(monkeypatch):
+    monkeypatch.setenv("CALIRL_TEST_KEY", KEY)
+    c = _client(f"http://127.0.0.1:{_free_port()}/v1", timeout=1, max_retries=2)
+    t0 = time.time()
+    with pytest.raises(BackendError, match="after 3 attempts") as e: c.chat([{"role": "user", "content": "hi"}], 4)
+    assert time.time() - t0 < 5
+    assert KEY not in str(e.value) + repr(e.value) + repr(c)
+    c.on_error = "mark"
+    o = c.generate_chat([[{"role": "user", "content": "hi"}]], 4)[0]
+    assert o.finish_reason.startswith("error: ") and o.text == "" and KEY not in o.finish_reason
+
+def test_openai_token_prompts_are_refused():
+    with pytest.raises(NotImplementedError, match="generate_chat"): OpenAIBackend("http://127.0.0.1:1/v1", "m").generate([[1]], 4)
+
+# --- OpenAIBackend against a real server: `transformers serve` on 127.0.0.1 ------------------------------------
+
+def _wait_ready(url, proc, log, deadline):
+    while time.time() < deadline:
+        if proc.poll() is not None: pytest.fail(f"`transformers serve` exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
+                if r.status == 200: return json.loads(r.read())
+        except OSError: time.sleep(0.3)
+    pytest.fail(f"`transformers serve` did not answer GET /v1/models in time:\n{log.read_text()[-3000:]}")
+
+@pytest.mark.timeout(90)
+def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
+    missing = [m for m in ("fastapi", "uvicorn", "openai") if importlib.util.find_spec(m) is None]
+    if missing or not (BIN / "transformers").exists():
+        pytest.skip(f"SKIPPED real-server test: `transformers serve` needs {missing or 'the transformers CLI'}; "
+                    f"install with: pip install 'transformers[serving]'")
+    model, ptok = build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=0)
+    path = save_model(scramble(model), ptok, tmp_path / "tiny")
+    ref = HFBackend(*load_model(path, device="cpu"))
+    msgs = [[{"role": "user", "content": "i have 12 apples"}], [{"role": "user", "content": "12 + 7 ="}]]
+    want = ref.generate_chat(msgs, 8, temperature=0.0)
+    port, log = _free_port(), tmp_path / "serve.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CALIRL_TEST_KEY": KEY}
+    with open(log, "w") as f:
+        proc = subprocess.Popen([str(BIN / "transformers"), "serve", str(path), "--host", "127.0.0.1", "--port", str(port),
+                                 "--device", "cpu"], stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        listed = _wait_ready(url, proc, log, time.time() + 60)
+        monkeypatch.setenv("CALIRL_TEST_KEY", KEY)
+        c = OpenAIBackend(url, str(path), api_key_env="CALIRL_TEST_KEY", timeout=30, max_retries=2, backoff=0.2)
+        assert str(path) in [m["id"] for m in listed["data"]] and str(path) in c.models()
+        got = c.generate_chat(msgs, 8, temperature=0.0)                   # a real POST /v1/chat/completions
+        assert all(o.finish_reason in ("stop", "length") and o.token_ids == [] and o.logprobs is None for o in got)
+        assert [o.text for o in got] == [o.text for o in want]           # the server's greedy answer is our model's
+        assert KEY not in log.read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try: proc.wait(10)
+            except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(5)
