@@ -9,13 +9,13 @@ __all__ = ['PROFILE_KEYS', 'ROLES', 'ARTIFACTS', 'Profile', 'ProfileError', 'rea
            'seed_everything', 'Message', 'Dialogue', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
            'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact']
 
-# %% ../nbs/00_core.ipynb #899e36e4
+# %% ../nbs/00_core.ipynb #1d3efea4
 import configparser, contextlib, dataclasses, difflib, importlib.util, json, os, random, shutil, uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-# %% ../nbs/00_core.ipynb #89b7560d
+# %% ../nbs/00_core.ipynb #d093ec26
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None):
     "A profile key: `help` for `calirl profiles --keys`, allowed `choices`, and an inclusive range [`lo`, `hi`]."
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi))
@@ -87,7 +87,7 @@ class Profile:
 
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 
-# %% ../nbs/00_core.ipynb #c49a57a0
+# %% ../nbs/00_core.ipynb #e1dc1d54
 class ProfileError(ValueError):
     "A bad profile, key or value: the message names it and says how to fix it."
 
@@ -123,7 +123,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
 
 _FIELDS = {f.name: f for f in fields(Profile)}
 
-# %% ../nbs/00_core.ipynb #a670e546
+# %% ../nbs/00_core.ipynb #73dbcd6a
 def _suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
@@ -154,7 +154,7 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
-# %% ../nbs/00_core.ipynb #690a8d31
+# %% ../nbs/00_core.ipynb #8d6bb22c
 def parse_overrides(items:Iterable[str]) -> dict[str, str]:
     "Turn `['key=value', ...]` from `-p` into a dict, checking the form of each item."
     out = {}
@@ -182,7 +182,7 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
             for k in PROFILE_KEYS}
     return Profile(name=name, **vals)
 
-# %% ../nbs/00_core.ipynb #7c00d824
+# %% ../nbs/00_core.ipynb #e9e68d69
 def seed_everything(seed:int) -> None:
     "Seed `random`, NumPy and torch (if installed) with `seed`."
     random.seed(seed)
@@ -193,7 +193,7 @@ def seed_everything(seed:int) -> None:
         import torch
         torch.manual_seed(seed)
 
-# %% ../nbs/00_core.ipynb #69d1aeb2
+# %% ../nbs/00_core.ipynb #5f2fc556
 ROLES = ("system", "user", "assistant")
 
 @dataclass
@@ -223,7 +223,7 @@ class Dialogue:
         return cls(r["item_id"], r["task"], [Message(m["role"], m["content"]) for m in r["messages"]],
                    r.get("termination", ""), r.get("reward"), json.loads(r.get("meta") or "{}"))
 
-# %% ../nbs/00_core.ipynb #2eddc745
+# %% ../nbs/00_core.ipynb #08dee2a3
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
@@ -238,7 +238,7 @@ def atomic_path(path:str|Path):
         os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
-# %% ../nbs/00_core.ipynb #56dde278
+# %% ../nbs/00_core.ipynb #620bd5ba
 def save_json(obj:Any, path:str|Path) -> Path:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as t: t.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -260,7 +260,7 @@ def load_parquet(path:str|Path):
     import pandas as pd
     return pd.read_parquet(path)
 
-# %% ../nbs/00_core.ipynb #e4f3d2e8
+# %% ../nbs/00_core.ipynb #09a3f9e5
 def save_table(df, name:str, figures_dir:str|Path, floatfmt:str=".3g") -> Path:
     "Write DataFrame `df` as `name.md` and `name.csv` in `figures_dir`; return the Markdown path."
     d = Path(figures_dir)
@@ -273,12 +273,19 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
     with atomic_path(Path(figures_dir) / f"{name}.png") as t: fig.savefig(t, format="png", dpi=dpi, bbox_inches="tight")
     return Path(figures_dir) / f"{name}.png"
 
-# %% ../nbs/00_core.ipynb #361b5af6
+# %% ../nbs/00_core.ipynb #a5fdceb7
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
     "policy_base": ("models/policy_base", "04b_base_policy"),
     "rollouts_demo": ("rollouts/demo.parquet", "05_rollout"),
+    "oracle_traces": ("data/oracle_traces.parquet", "06_simulator_sft"),
+    "simulator_sft": ("models/simulator_sft", "06_simulator_sft"),
+    "realism": ("metrics/realism.json", "08_realism"),
+    "policy_naive": ("models/policy_naive", "09_grpo"),
+    "policy_calibrated": ("models/policy_calibrated", "09_grpo"),
+    "policy_static": ("models/policy_static", "09_grpo"),
+    "grpo_logs": ("metrics/grpo_logs.json", "09_grpo"),
 }
 
 class MissingArtifactError(FileNotFoundError):

@@ -7,9 +7,9 @@ token ids, the policy mask, logprobs and the termination reason, saved as Parque
 
 # %% auto #0
 __all__ = ['Trajectory', 'turn_segment', 'rollout', 'save_trajectories', 'load_trajectories', 'rollout_metrics',
-           'simulator_context', 'LMSimulator', 'masked_spans']
+           'simulator_context', 'LMSimulator', 'masked_spans', 'cpu_limits', 'bench_rollout']
 
-# %% ../nbs/05_rollout.ipynb #c2d69c52
+# %% ../nbs/05_rollout.ipynb #98d3bac9
 import json, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
@@ -20,7 +20,7 @@ from .prompts import ParseStats, has_terminal, parse_policy
 from .users import UserTurn, goal_text
 from .backends import Backend, chat_prompt_ids
 
-# %% ../nbs/05_rollout.ipynb #530c3b40
+# %% ../nbs/05_rollout.ipynb #a5fb9884
 @dataclass
 class Trajectory:
     "One multi-turn rollout: transcript, token ids with the policy mask and logprobs, counts, how it ended."
@@ -43,7 +43,7 @@ class Trajectory:
 
     def chat(self) -> list[Message]: return [Message(m["role"], m["content"]) for m in self.messages]
 
-# %% ../nbs/05_rollout.ipynb #23c915fa
+# %% ../nbs/05_rollout.ipynb #6aaee1d4
 def _sanitize(text:str, tok) -> str:
     "Remove special-token strings from `text`."
     for s in tok.all_special_tokens: text = text.replace(s, " ")
@@ -60,7 +60,7 @@ def turn_segment(tok, user_text:str, after_eos:bool) -> list[int]:
     if after_eos and tok.eos_token and seg.startswith(tok.eos_token): seg = seg[len(tok.eos_token):]
     return tok(seg, add_special_tokens=False)["input_ids"]
 
-# %% ../nbs/05_rollout.ipynb #98cbe95f
+# %% ../nbs/05_rollout.ipynb #fcecc72b
 def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int=1, H:int=7, max_new_tokens:int=48,
             temperature:float=1.0, top_p:float=1.0, seed:int=0, max_len:int|None=None, policy_format:str="plain",
             system:str|None=None, stats:ParseStats|None=None) -> list[Trajectory]:
@@ -111,11 +111,13 @@ def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int=1, H:int=7, m
             else:
                 last_eos = bool(t.completion_ids) and t.completion_ids[-1] == tok.eos_token_id
                 seg = turn_segment(tok, u.text, after_eos=last_eos)
+                if len(ids[i]) + len(seg) + max_new_tokens > max_len:     # no room for another policy turn
+                    done[i], t.termination = True, "context_overflow"; continue
                 ids[i] = ids[i] + seg
                 t.completion_ids += seg; t.policy_mask += [0] * len(seg); t.logprobs += [0.0] * len(seg)
     return T
 
-# %% ../nbs/05_rollout.ipynb #3ce1813c
+# %% ../nbs/05_rollout.ipynb #b8814192
 def save_trajectories(trajs:list[Trajectory], path:str|Path) -> Path:
     "Write trajectories to Parquet (atomically)."
     rows = []
@@ -144,7 +146,7 @@ def rollout_metrics(trajs:list[Trajectory]) -> dict:
                 mean_reward=sum(scored) / len(scored) if scored else None, unscorable=len(trajs) - len(scored),
                 **{f"termination_{k}": v / n for k, v in sorted(term.items())}, **{f"issue_{k}": v / n for k, v in sorted(iss.items())})
 
-# %% ../nbs/05_rollout.ipynb #8a9cacde
+# %% ../nbs/05_rollout.ipynb #83d2e8cf
 def simulator_context(item:TaskItem, chat:list) -> list[dict]:
     "The goal-guided simulator context [x, y*, h_t, a_t] as chat messages."
     msgs = [{"role": "system", "content": goal_text(item)}]
@@ -169,7 +171,7 @@ class LMSimulator:
         return [UserTurn(o.text.strip(), has_terminal(o.text), ("terminate",) if has_terminal(o.text) else (),
                          "ok" if o.text.strip() else "empty") for o in outs]
 
-# %% ../nbs/05_rollout.ipynb #9426f50f
+# %% ../nbs/05_rollout.ipynb #0decb891
 def masked_spans(t:Trajectory, keep:int=1) -> list[list[int]]:
     "The maximal runs of completion ids whose mask equals `keep`."
     runs, cur = [], []
@@ -177,3 +179,61 @@ def masked_spans(t:Trajectory, keep:int=1) -> list[list[int]]:
         if m == keep: cur.append(i)
         elif cur: runs.append(cur); cur = []
     return runs + ([cur] if cur else [])
+
+# %% ../nbs/05_rollout.ipynb #ce9e75d0
+def cpu_limits(seconds:float=1.0) -> dict:
+    "This machine's fp32 matmul FLOP/s and memory copy bandwidth (bytes/s), best of a few repeats."
+    import torch
+    a = torch.randn(1024, 1024); b = torch.randn(1024, 1024)
+    best_f, t_end = 0.0, time.time() + seconds
+    while time.time() < t_end:
+        t0 = time.perf_counter(); torch.mm(a, b); best_f = max(best_f, 2 * 1024**3 / (time.perf_counter() - t0))
+    x = torch.empty(32 * 2**20)                                         # 128 MiB
+    best_b = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter(); y = x.clone(); best_b = max(best_b, 2 * x.numel() * 4 / (time.perf_counter() - t0)); del y
+    return dict(matmul_flops=best_f, mem_bytes_per_s=best_b)
+
+class _Counting:
+    "Wrap a backend and count generated tokens and calls."
+    def __init__(self, b): self.b, self.tokens, self.calls = b, 0, 0
+    def generate(self, prompts, *a, **kw):
+        out = self.b.generate(prompts, *a, **kw); self.calls += 1; self.tokens += sum(len(o.token_ids) for o in out); return out
+
+def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
+    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations; the result as a dict."
+    import torch
+    from calirl.models import build_tiny_model, n_params, train_tokenizer, with_role
+    from calirl.backends import HFBackend
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    torch.set_num_threads(torch.get_num_threads())
+    items = tiny_items("math-chat", "eval", n, seed)
+    tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 100, seed), seed), 1024)
+    pm, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
+    sm, stok = build_tiny_model(tok, "qwen2", hidden, layers, "simulator", seed + 1)
+    limits = cpu_limits()
+    res = {}
+    for mode in ("batched", "sequential"):
+        pol, sim = _Counting(HFBackend(pm, ptok)), _Counting(HFBackend(sm, stok))
+        user = LMSimulator(sim, stok, max_new_tokens=max_new_tokens, seed=seed)
+        t0 = time.perf_counter()
+        if mode == "batched": rollout(pol, ptok, user, items, 1, H, max_new_tokens, 1.0, seed=seed)
+        else:
+            for it in items: rollout(pol, ptok, user, [it], 1, H, max_new_tokens, 1.0, seed=seed)
+        dt = time.perf_counter() - t0
+        res[mode] = dict(seconds=dt, tokens=pol.tokens + sim.tokens, calls=pol.calls + sim.calls, tok_per_s=(pol.tokens + sim.tokens) / dt)
+        log(f"{mode:>10}: {res[mode]['tokens']:,} tokens in {dt:.1f} s = {res[mode]['tok_per_s']:,.0f} tok/s ({res[mode]['calls']} generate calls)")
+    P = n_params(pm)
+    out = dict(conversations=n, rounds=H, max_new_tokens=max_new_tokens, params=P,
+               tokens_batched=res["batched"]["tokens"], tokens_sequential=res["sequential"]["tokens"],
+               tok_per_s_batched=res["batched"]["tok_per_s"], tok_per_s_sequential=res["sequential"]["tok_per_s"],
+               speedup=res["batched"]["tok_per_s"] / res["sequential"]["tok_per_s"],
+               matmul_gflops=limits["matmul_flops"] / 1e9, mem_gb_per_s=limits["mem_bytes_per_s"] / 1e9,
+               flops_util_batched=res["batched"]["tok_per_s"] * 2 * P / limits["matmul_flops"],
+               flops_util_sequential=res["sequential"]["tok_per_s"] * 2 * P / limits["matmul_flops"],
+               weight_bw_util_sequential=res["sequential"]["tok_per_s"] * 4 * P / limits["mem_bytes_per_s"])
+    log(f"speedup {out['speedup']:.1f}x; CPU: {out['matmul_gflops']:.0f} GFLOP/s matmul, {out['mem_gb_per_s']:.1f} GB/s copy; "
+        f"model FLOPs reach {out['flops_util_batched']:.1%} (batched) and {out['flops_util_sequential']:.2%} (one at a time) of matmul peak; "
+        f"one at a time reads weights at {out['weight_bw_util_sequential']:.1%} of copy bandwidth")
+    return out

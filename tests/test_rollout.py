@@ -1,0 +1,116 @@
+"""The rollout engine: masks decode to exactly the policy's turns, inputs only grow, text matches the chat
+template, and every kind of bad input is handled and counted."""
+import pytest
+from calirl.backends import Backend, Completion, HFBackend
+from calirl.core import Message
+from calirl.models import build_tiny_model, train_tokenizer
+from calirl.prompts import ParseStats, TERMINATE
+from calirl.rollout import (LMSimulator, load_trajectories, masked_spans, rollout, rollout_metrics, save_trajectories,
+                            turn_segment)
+from calirl.tasks import tiny_items
+from calirl.users import PromptedSimulator, artifact_simulator, scripted_human, world_corpus
+
+@pytest.fixture(scope="module")
+def world():
+    items = tiny_items("math-chat", "eval", 3, 0) + tiny_items("docedit-chat", "eval", 3, 0)
+    tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 30, 0) + tiny_items("docedit-chat", "train", 30, 0)), 512)
+    pm, ptok = build_tiny_model(tok, "qwen2", 32, 1, "policy", 0)
+    sm, stok = build_tiny_model(tok, "qwen2", 32, 1, "simulator", 1)
+    return items, ptok, HFBackend(pm, ptok), stok, HFBackend(sm, stok)
+
+class Recording(Backend):
+    "Passes through to a real backend and records every batch of prompts."
+    def __init__(self, b): self.b, self.calls, self.tokenizer = b, [], b.tokenizer
+    def generate(self, prompts, *a, **kw): self.calls.append([list(p) for p in prompts]); return self.b.generate(prompts, *a, **kw)
+
+class Scripted(Backend):
+    "A test policy that says fixed texts (tokenized with the real tokenizer): to provoke specific edge cases."
+    def __init__(self, tok, texts, eos=True): self.tok, self.texts, self.eos, self.n = tok, texts, eos, 0
+    def generate(self, prompts, max_new_tokens, *a, **kw):
+        out = []
+        for _ in prompts:
+            t = self.texts[min(self.n, len(self.texts) - 1)]
+            ids = self.tok(t, add_special_tokens=False)["input_ids"][:max_new_tokens] + ([self.tok.eos_token_id] if self.eos else [])
+            out.append(Completion(ids, self.tok.decode(ids, skip_special_tokens=True), [-1.0] * len(ids), "stop" if self.eos else "length"))
+        self.n += 1
+        return out
+
+def _check_masks(t, tok):
+    assert len(t.completion_ids) == len(t.policy_mask) == len(t.logprobs)
+    pol = [tok.decode(s, skip_special_tokens=True) for s in masked_spans(t, 1)]
+    assert pol == [m["content"] for m in t.messages if m["role"] == "assistant"]
+    assert all(lp == 0.0 for lp, m in zip(t.logprobs, t.policy_mask) if m == 0)
+    assert sum(t.policy_mask) == t.n_policy_tokens
+
+@pytest.mark.parametrize("user", ["human", "artifact", "lm", "prompted"])
+def test_masks_and_prefix_property_with_every_user_model(world, user):
+    items, ptok, pol, stok, sim = world
+    u = {"human": scripted_human(), "artifact": artifact_simulator(), "lm": LMSimulator(sim, stok, max_new_tokens=12),
+         "prompted": PromptedSimulator(lambda chats: [o.text for o in sim.generate_chat(chats, 12)])}[user]
+    rec = Recording(pol)
+    T = rollout(rec, ptok, u, items, G=2, H=2, max_new_tokens=8, seed=1)
+    assert len(T) == 12 and all(t.termination for t in T)
+    for t in T: _check_masks(t, ptok)
+    for before, after in zip(rec.calls, rec.calls[1:]):                  # every input extends one of the previous round
+        assert all(any(p[:len(q)] == q for q in before) for p in after)
+
+def test_ids_spell_the_chat_template_text(world):
+    "With policy text that is valid UTF-8 (a random model's byte fragments cannot be compared as text)."
+    items, ptok, pol, stok, sim = world
+    texts = ["how many more ?", "what should i change ?", "12 + 7 = 19 . the answer is 19", "doc : the cat is red ."]
+    for user in (scripted_human(), LMSimulator(sim, stok, max_new_tokens=8)):
+      for t in rollout(Scripted(ptok, texts), ptok, user, items, G=2, H=4, max_new_tokens=16, seed=2):
+        decoded = ptok.decode(t.prompt_ids + t.completion_ids)
+        last = max(k for k, m in enumerate(t.messages) if m["role"] == "assistant")
+        rendered = ptok.apply_chat_template(t.messages[: last + 1], tokenize=False)
+        assert rendered.startswith(decoded), (decoded, rendered)             # no drift, at the level of text
+        assert rendered[len(decoded):] == "\n"
+
+def test_turn_segment_is_the_template_between_turns(world):
+    _, ptok, *_ = world
+    seg = ptok.decode(turn_segment(ptok, "how many ? <|im_end|>", after_eos=True))
+    assert seg == "\n<|im_start|>user\nhow many ?  <|im_end|>\n<|im_start|>assistant\n", seg    # injected special token removed
+    assert ptok.decode(turn_segment(ptok, "x", after_eos=False)).startswith("<|im_end|>")
+
+def test_empty_policy_turns_are_counted(world):
+    items, ptok, *_ = world
+    T = rollout(Scripted(ptok, [""]), ptok, scripted_human(), items, G=1, H=3, max_new_tokens=10)
+    assert all("empty_policy_turn" in t.issues for t in T)
+    assert rollout_metrics(T)["issue_empty_policy_turn"] == 1.0
+
+def test_overlong_turns_are_truncated_and_counted(world):
+    items, ptok, *_ = world
+    T = rollout(Scripted(ptok, ["how many " * 40 + "?"], eos=False), ptok, scripted_human(), items, G=1, H=2, max_new_tokens=6)
+    assert all("policy_truncated" in t.issues for t in T)
+    for t in T: _check_masks(t, ptok)
+
+def test_user_that_never_terminates_ends_at_H(world):
+    items, ptok, *_ = world
+    T = rollout(Scripted(ptok, ["hello there ."]), ptok, scripted_human(patience=99), items, G=1, H=4, max_new_tokens=10)
+    assert all(t.termination == "max_rounds" and t.n_policy_turns == 4 for t in T)
+
+def test_policy_sending_the_terminal_signal_does_not_end_the_chat(world):
+    items, ptok, *_ = world
+    T = rollout(Scripted(ptok, [f"bye {TERMINATE}"]), ptok, scripted_human(patience=99), items, G=1, H=3, max_new_tokens=10)
+    assert all("policy_terminal" in t.issues and t.n_policy_turns == 3 for t in T)
+
+def test_context_past_max_length_stops_the_conversation(world):
+    items, ptok, pol, *_ = world
+    T = rollout(pol, ptok, scripted_human(patience=99), items, G=1, H=7, max_new_tokens=10, max_len=70)
+    assert any(t.termination == "context_overflow" for t in T)
+    assert all(len(t.prompt_ids) + len(t.completion_ids) <= 70 for t in T)
+
+def test_malformed_json_from_either_side_is_counted(world):
+    items, ptok, pol, stok, sim = world
+    stats = ParseStats()
+    sim_user = PromptedSimulator(lambda chats: ['{"response": "ok', "garbage", '```json\n{"response": "fine"}'] * len(chats))
+    T = rollout(pol, ptok, sim_user, items[:1], G=3, H=2, max_new_tokens=10, policy_format="json", stats=stats)
+    assert stats.n == sum(t.n_policy_turns for t in T) and stats.status["ok"] < stats.n      # random policy: not JSON
+    assert sim_user.stats.n > 0 and sim_user.stats.status["plain_text"] > 0 and sim_user.stats.status["repaired"] > 0
+
+def test_parquet_round_trip(world, tmp_path):
+    items, ptok, pol, *_ = world
+    T = rollout(pol, ptok, scripted_human(), items, G=2, H=2, max_new_tokens=8)
+    T[0].reward = 1.0
+    back = load_trajectories(save_trajectories(T, tmp_path / "r.parquet"))
+    assert back == T
