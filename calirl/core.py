@@ -9,13 +9,13 @@ __all__ = ['PROFILE_KEYS', 'ROLES', 'ARTIFACTS', 'Profile', 'ProfileError', 'rea
            'seed_everything', 'Message', 'Dialogue', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
            'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact']
 
-# %% ../nbs/00_core.ipynb #1d3efea4
+# %% ../nbs/00_core.ipynb #ec8eb660
 import configparser, contextlib, dataclasses, difflib, importlib.util, json, os, random, shutil, uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-# %% ../nbs/00_core.ipynb #d093ec26
+# %% ../nbs/00_core.ipynb #4fa0e105
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None):
     "A profile key: `help` for `calirl profiles --keys`, allowed `choices`, and an inclusive range [`lo`, `hi`]."
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi))
@@ -65,6 +65,9 @@ class Profile:
     dial_iterations: int = _key("DIAL discriminator → DPO iterations (DIAL: 3)", lo=0)
     dial_alternatives: int = _key("alternatives sampled per low-reward user message (DIAL: 8)", lo=2)
     dial_lowest_k: int = _key("lowest-reward user messages resampled per session (DIAL: 2)", lo=1)
+    dial_sessions: int = _key("simulated (and as many real) sessions per DIAL iteration", lo=2)
+    disc_epochs: int = _key("epochs of each DIAL discriminator", lo=1)
+    disc_lr: float = _key("learning rate of each DIAL discriminator", lo=0)
     dpo_lr: float = _key("DPO learning rate", lo=0)
     dpo_beta: float = _key("DPO β", lo=0)
     phase2_simulator: str = _key("simulator Phase II trains against", ("sft", "dial"))
@@ -87,7 +90,7 @@ class Profile:
 
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 
-# %% ../nbs/00_core.ipynb #e1dc1d54
+# %% ../nbs/00_core.ipynb #c340a83e
 class ProfileError(ValueError):
     "A bad profile, key or value: the message names it and says how to fix it."
 
@@ -123,7 +126,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
 
 _FIELDS = {f.name: f for f in fields(Profile)}
 
-# %% ../nbs/00_core.ipynb #73dbcd6a
+# %% ../nbs/00_core.ipynb #303ba8de
 def _suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
@@ -154,7 +157,7 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
-# %% ../nbs/00_core.ipynb #8d6bb22c
+# %% ../nbs/00_core.ipynb #907073f2
 def parse_overrides(items:Iterable[str]) -> dict[str, str]:
     "Turn `['key=value', ...]` from `-p` into a dict, checking the form of each item."
     out = {}
@@ -182,7 +185,7 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
             for k in PROFILE_KEYS}
     return Profile(name=name, **vals)
 
-# %% ../nbs/00_core.ipynb #e9e68d69
+# %% ../nbs/00_core.ipynb #8d7e77eb
 def seed_everything(seed:int) -> None:
     "Seed `random`, NumPy and torch (if installed) with `seed`."
     random.seed(seed)
@@ -193,7 +196,7 @@ def seed_everything(seed:int) -> None:
         import torch
         torch.manual_seed(seed)
 
-# %% ../nbs/00_core.ipynb #5f2fc556
+# %% ../nbs/00_core.ipynb #006024fc
 ROLES = ("system", "user", "assistant")
 
 @dataclass
@@ -223,7 +226,7 @@ class Dialogue:
         return cls(r["item_id"], r["task"], [Message(m["role"], m["content"]) for m in r["messages"]],
                    r.get("termination", ""), r.get("reward"), json.loads(r.get("meta") or "{}"))
 
-# %% ../nbs/00_core.ipynb #08dee2a3
+# %% ../nbs/00_core.ipynb #9c5241b9
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
@@ -238,7 +241,7 @@ def atomic_path(path:str|Path):
         os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
-# %% ../nbs/00_core.ipynb #620bd5ba
+# %% ../nbs/00_core.ipynb #a1257793
 def save_json(obj:Any, path:str|Path) -> Path:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as t: t.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -260,7 +263,7 @@ def load_parquet(path:str|Path):
     import pandas as pd
     return pd.read_parquet(path)
 
-# %% ../nbs/00_core.ipynb #09a3f9e5
+# %% ../nbs/00_core.ipynb #9dd16eb4
 def save_table(df, name:str, figures_dir:str|Path, floatfmt:str=".3g") -> Path:
     "Write DataFrame `df` as `name.md` and `name.csv` in `figures_dir`; return the Markdown path."
     d = Path(figures_dir)
@@ -273,7 +276,7 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
     with atomic_path(Path(figures_dir) / f"{name}.png") as t: fig.savefig(t, format="png", dpi=dpi, bbox_inches="tight")
     return Path(figures_dir) / f"{name}.png"
 
-# %% ../nbs/00_core.ipynb #a5fdceb7
+# %% ../nbs/00_core.ipynb #3c349689
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
@@ -281,6 +284,8 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "rollouts_demo": ("rollouts/demo.parquet", "05_rollout"),
     "oracle_traces": ("data/oracle_traces.parquet", "06_simulator_sft"),
     "simulator_sft": ("models/simulator_sft", "06_simulator_sft"),
+    "dial_simulators": ("models/dial", "07_dial"),
+    "dial_metrics": ("metrics/dial.json", "07_dial"),
     "realism": ("metrics/realism.json", "08_realism"),
     "policy_naive": ("models/policy_naive", "09_grpo"),
     "policy_calibrated": ("models/policy_calibrated", "09_grpo"),

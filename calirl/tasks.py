@@ -8,13 +8,13 @@ __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB',
            'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
            'write_collabllm_fixture', 'load_items', 'extract_answer', 'extract_doc', 'final_answer']
 
-# %% ../nbs/02_tasks.ipynb #a5bfb0d9
+# %% ../nbs/02_tasks.ipynb #2cba951d
 import hashlib, json, random
 from dataclasses import dataclass, field
 from pathlib import Path
 from .core import Message
 
-# %% ../nbs/02_tasks.ipynb #d8d70091
+# %% ../nbs/02_tasks.ipynb #960e166b
 TASKS = ("math-chat", "docedit-chat")
 
 @dataclass
@@ -31,7 +31,7 @@ class TaskItem:
     def __post_init__(self):
         if self.task not in TASKS: raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
 
-# %% ../nbs/02_tasks.ipynb #8214b2ca
+# %% ../nbs/02_tasks.ipynb #36167191
 NAMES = ("ana", "ben", "cal", "dia", "eli", "fay", "gus", "ivy", "jon", "kim")
 OBJECTS = ("apples", "books", "coins", "cards", "pens", "stamps", "shells", "marbles")
 OPS = {"add": "+", "sub": "-", "mul": "*"}
@@ -49,15 +49,15 @@ def math_answer(op:str, a:int, b:int) -> int:
 def math_item(rng:random.Random, item_id:str, p_hide_a:float=0.3) -> TaskItem:
     "A seeded math-chat item; `b` is always withheld, `a` with probability `p_hide_a`."
     op = rng.choice(list(OPS))
-    if op == "add": a, b = rng.randint(2, 30), rng.randint(2, 20)
-    elif op == "sub": a = rng.randint(10, 40); b = rng.randint(2, a - 1)
-    else: a, b = rng.randint(2, 9), rng.randint(2, 9)
+    if op == "add": a, b = rng.randint(2, 9), rng.randint(1, 9)
+    elif op == "sub": a = rng.randint(5, 15); b = rng.randint(1, min(9, a - 1))
+    else: a, b = rng.randint(2, 5), rng.randint(2, 5)
     name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
     hidden = ["a", "b"] if rng.random() < p_hide_a else ["b"]
     goal = dict(op=op, a=a, b=b, name=name, obj=obj, hidden=hidden)
     return TaskItem("math-chat", item_id, _problem(op, name, obj, a, b), str(math_answer(op, a, b)), goal)
 
-# %% ../nbs/02_tasks.ipynb #ce0d9c56
+# %% ../nbs/02_tasks.ipynb #7688bfb3
 NOUNS = ("cat", "dog", "sky", "car", "tree", "cup", "hat", "box", "lamp", "door", "bird", "road")
 ADJS = ("red", "blue", "green", "big", "small", "old", "new", "soft", "tall", "dark", "warm", "cold")
 
@@ -65,8 +65,8 @@ def render_doc(sents:list[list[str]]) -> str:
     "A document from `[[noun, adj], ...]`."
     return " ".join(f"the {n} is {a} ." for n, a in sents)
 
-def docedit_item(rng:random.Random, item_id:str, n_sents:int=3) -> TaskItem:
-    "A seeded docedit-chat item: a draft, a target differing in 1–3 sentences, the edits hidden."
+def docedit_item(rng:random.Random, item_id:str, n_sents:int=2) -> TaskItem:
+    "A seeded docedit-chat item: a draft, a target differing in 1–2 sentences, the edits hidden."
     nouns = rng.sample(NOUNS, n_sents)
     draft = [[n, rng.choice(ADJS)] for n in nouns]
     k = rng.choice([1, 1, 2, 2, 3][: 2 + n_sents])
@@ -77,7 +77,7 @@ def docedit_item(rng:random.Random, item_id:str, n_sents:int=3) -> TaskItem:
     x = f"please edit my note so that it reads : {render_doc(target)}"
     return TaskItem("docedit-chat", item_id, x, render_doc(target), goal)
 
-# %% ../nbs/02_tasks.ipynb #deb5e955
+# %% ../nbs/02_tasks.ipynb #41b2ae21
 _MAKERS = {"math-chat": math_item, "docedit-chat": docedit_item}
 
 def _item_seed(seed:int, task:str, k:int) -> int:
@@ -90,7 +90,7 @@ def tiny_items(task:str, split:str, n:int, seed:int=0) -> list[TaskItem]:
     off = 0 if split == "train" else 10**7
     return [_MAKERS[task](random.Random(_item_seed(seed, task, off + k)), f"{task[:4]}-{split}-{k}") for k in range(n)]
 
-# %% ../nbs/02_tasks.ipynb #bd3fd15b
+# %% ../nbs/02_tasks.ipynb #57b063a4
 COLLABLLM_HUB = {"math-chat": "collabllm/collabllm-multiturn-math-hard", "docedit-chat": "collabllm/collabllm-multiturn-medium"}
 COLLABLLM_COLUMNS = ("prompt", "completion", "conv_id", "turn_id", "score",
                      "single_turn_prompt", "single_turn_completion", "single_turn_metadata")
@@ -131,7 +131,7 @@ def heldout_split(items:list[TaskItem], n_eval:int, salt:str="calirl") -> tuple[
     held = {it.item_id for it in ranked[:n_eval]}
     return [it for it in items if it.item_id not in held], [it for it in items if it.item_id in held]
 
-# %% ../nbs/02_tasks.ipynb #b4ac9fb2
+# %% ../nbs/02_tasks.ipynb #0192deb9
 def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
     "Write `items` as CollabLLM-schema Parquet rows (two logged turns per conversation)."
     from calirl.core import save_parquet
@@ -146,7 +146,7 @@ def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
                              single_turn_metadata=json.dumps({"source": "calirl-fixture", "task": it.task})))
     return save_parquet(rows, path)
 
-# %% ../nbs/02_tasks.ipynb #d6088a3a
+# %% ../nbs/02_tasks.ipynb #19f6fcba
 def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:str|Path|None=None) -> tuple[list[TaskItem], list[TaskItem]]:
     "(train, held-out) items of `task` for `world` ('tiny' or 'collabllm')."
     if world == "tiny": return tiny_items(task, "train", n_train, seed), tiny_items(task, "eval", n_eval, seed)
@@ -155,7 +155,7 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
 
-# %% ../nbs/02_tasks.ipynb #909730e7
+# %% ../nbs/02_tasks.ipynb #2e42c56d
 import re
 _ANSWER_RE = re.compile(r"answer is\s*(-?\d+)", re.I)
 _DOC_RE = re.compile(r"doc\s*:\s*(.*)$", re.I | re.S)
