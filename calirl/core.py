@@ -9,13 +9,13 @@ __all__ = ['PROFILE_KEYS', 'ROLES', 'ARTIFACTS', 'Profile', 'ProfileError', 'rea
            'seed_everything', 'Message', 'Dialogue', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
            'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact']
 
-# %% ../nbs/00_core.ipynb #ec8eb660
+# %% ../nbs/00_core.ipynb #e68e8675
 import configparser, contextlib, dataclasses, difflib, importlib.util, json, os, random, shutil, uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-# %% ../nbs/00_core.ipynb #4fa0e105
+# %% ../nbs/00_core.ipynb #1fd4ea19
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None):
     "A profile key: `help` for `calirl profiles --keys`, allowed `choices`, and an inclusive range [`lo`, `hi`]."
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi))
@@ -90,7 +90,7 @@ class Profile:
 
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 
-# %% ../nbs/00_core.ipynb #c340a83e
+# %% ../nbs/00_core.ipynb #72333438
 class ProfileError(ValueError):
     "A bad profile, key or value: the message names it and says how to fix it."
 
@@ -126,7 +126,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
 
 _FIELDS = {f.name: f for f in fields(Profile)}
 
-# %% ../nbs/00_core.ipynb #303ba8de
+# %% ../nbs/00_core.ipynb #1ce374c8
 def _suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
@@ -157,7 +157,7 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
-# %% ../nbs/00_core.ipynb #907073f2
+# %% ../nbs/00_core.ipynb #eaa78b69
 def parse_overrides(items:Iterable[str]) -> dict[str, str]:
     "Turn `['key=value', ...]` from `-p` into a dict, checking the form of each item."
     out = {}
@@ -185,7 +185,7 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
             for k in PROFILE_KEYS}
     return Profile(name=name, **vals)
 
-# %% ../nbs/00_core.ipynb #8d7e77eb
+# %% ../nbs/00_core.ipynb #e84b4e90
 def seed_everything(seed:int) -> None:
     "Seed `random`, NumPy and torch (if installed) with `seed`."
     random.seed(seed)
@@ -196,7 +196,7 @@ def seed_everything(seed:int) -> None:
         import torch
         torch.manual_seed(seed)
 
-# %% ../nbs/00_core.ipynb #006024fc
+# %% ../nbs/00_core.ipynb #9dbf6906
 ROLES = ("system", "user", "assistant")
 
 @dataclass
@@ -226,7 +226,7 @@ class Dialogue:
         return cls(r["item_id"], r["task"], [Message(m["role"], m["content"]) for m in r["messages"]],
                    r.get("termination", ""), r.get("reward"), json.loads(r.get("meta") or "{}"))
 
-# %% ../nbs/00_core.ipynb #9c5241b9
+# %% ../nbs/00_core.ipynb #6f75b9a7
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
@@ -241,7 +241,7 @@ def atomic_path(path:str|Path):
         os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
-# %% ../nbs/00_core.ipynb #a1257793
+# %% ../nbs/00_core.ipynb #0580c70a
 def save_json(obj:Any, path:str|Path) -> Path:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as t: t.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -263,7 +263,7 @@ def load_parquet(path:str|Path):
     import pandas as pd
     return pd.read_parquet(path)
 
-# %% ../nbs/00_core.ipynb #9dd16eb4
+# %% ../nbs/00_core.ipynb #e90a33eb
 def save_table(df, name:str, figures_dir:str|Path, floatfmt:str=".3g") -> Path:
     "Write DataFrame `df` as `name.md` and `name.csv` in `figures_dir`; return the Markdown path."
     d = Path(figures_dir)
@@ -276,7 +276,7 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
     with atomic_path(Path(figures_dir) / f"{name}.png") as t: fig.savefig(t, format="png", dpi=dpi, bbox_inches="tight")
     return Path(figures_dir) / f"{name}.png"
 
-# %% ../nbs/00_core.ipynb #3c349689
+# %% ../nbs/00_core.ipynb #c5ee03d7
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
@@ -291,6 +291,11 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "policy_calibrated": ("models/policy_calibrated", "09_grpo"),
     "policy_static": ("models/policy_static", "09_grpo"),
     "grpo_logs": ("metrics/grpo_logs.json", "09_grpo"),
+    "policy_oracle": ("models/policy_oracle", "09_grpo"),
+    "policy_collabllm": ("models/policy_collabllm", "09a_collabllm"),
+    "collabllm_pairs": ("data/collabllm_pairs.parquet", "09a_collabllm"),
+    "eval_results": ("eval/results.parquet", "10_evaluate"),
+    "eval_transcripts": ("eval/transcripts.parquet", "10_evaluate"),
 }
 
 class MissingArtifactError(FileNotFoundError):

@@ -8,14 +8,14 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'PipelineError', 'find_project', 'list
            'notebook_parameters', 'code_digest', 'fingerprint', 'Step', 'run_paths', 'read_state', 'make_plan',
            'format_plan', 'run_environment', 'run_plan']
 
-# %% ../nbs/00a_reproduce.ipynb #51e30199
+# %% ../nbs/00a_reproduce.ipynb #2c62edcb
 import ast, fcntl, hashlib, json, os, re, shutil, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from .core import ARTIFACTS, PROFILE_KEYS, Profile, load_json, load_profile, save_json
 
-# %% ../nbs/00a_reproduce.ipynb #26f80269
+# %% ../nbs/00a_reproduce.ipynb #81a0640f
 class PipelineError(RuntimeError):
     "The project, a notebook or a selection is not usable: the message says which and how to fix it."
 
@@ -42,7 +42,7 @@ def select(names:list[str], wanted:str) -> str:
                             f"choose from {', '.join(names)}")
     return hits[0]
 
-# %% ../nbs/00a_reproduce.ipynb #3e761383
+# %% ../nbs/00a_reproduce.ipynb #991e67c8
 RUNNER_PARAMS = ("profile", "run_dir", "figures_dir")
 
 def _source(cell:dict) -> str:
@@ -70,7 +70,7 @@ def notebook_parameters(nb_path:str|Path, prof:Profile, run_dir:str|Path, figure
     supplied = dict(profile=prof.name, run_dir=str(run_dir), figures_dir=str(figures_dir))
     return {k: supplied[k] if k in RUNNER_PARAMS else getattr(prof, k) for k in decl}
 
-# %% ../nbs/00a_reproduce.ipynb #c3d139c0
+# %% ../nbs/00a_reproduce.ipynb #8e60c7c2
 def code_digest(nb_path:str|Path) -> str:
     "sha256 of the code cells of notebook `nb_path` (markdown and outputs ignored)."
     cells = json.loads(Path(nb_path).read_text())["cells"]
@@ -84,7 +84,7 @@ def fingerprint(prev:str, nb_path:str|Path, params:dict) -> str:
     keep = {k: v for k, v in params.items() if k not in ("run_dir", "figures_dir")}
     return hashlib.sha256(f"{prev}|{code_digest(nb_path)}|{json.dumps(keep, sort_keys=True)}".encode()).hexdigest()[:16]
 
-# %% ../nbs/00a_reproduce.ipynb #c45e3989
+# %% ../nbs/00a_reproduce.ipynb #c14aae3c
 @dataclass
 class Step:
     "One notebook of a planned run."
@@ -129,7 +129,7 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
         steps.append(Step(nb.stem, nb, params, fp, action, makes))
     return prof, steps
 
-# %% ../nbs/00a_reproduce.ipynb #5f03f8fe
+# %% ../nbs/00a_reproduce.ipynb #72a987c8
 def format_plan(prof:Profile, steps:list[Step], root:str|Path) -> str:
     "A human-readable plan: the profile, then each notebook's action, parameters and artifacts."
     run_dir, fig_dir = run_paths(root, prof.name)
@@ -148,7 +148,7 @@ def format_plan(prof:Profile, steps:list[Step], root:str|Path) -> str:
     lines += ["", f"{todo} notebook(s) to run, {sum(s.action == 'done' for s in steps)} up to date"]
     return "\n".join(lines)
 
-# %% ../nbs/00a_reproduce.ipynb #a4bc7dce
+# %% ../nbs/00a_reproduce.ipynb #447f29bf
 def run_environment(root:str|Path, prof:Profile) -> dict[str, str]:
     "Environment variables every notebook of a run of `prof` gets."
     cache = Path(root).resolve() / "runs" / ".cache"
@@ -156,6 +156,7 @@ def run_environment(root:str|Path, prof:Profile) -> dict[str, str]:
                HF_HOME=str(cache / "huggingface"), MPLCONFIGDIR=str(cache / "matplotlib"),
                MPLBACKEND="Agg", TRL_EXPERIMENTAL_SILENCE="1", TOKENIZERS_PARALLELISM="false")
     if prof.offline: env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if prof.device == "cpu": env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     return env
 
 def _failed_cell(out:Path, idx:int|None) -> str:

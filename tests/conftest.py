@@ -9,6 +9,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"): os.environ.setdefault(v, "1")   # as `calirl reproduce` does on CPU
 os.environ.setdefault("MPLCONFIGDIR", str(ROOT / "runs" / ".cache" / "matplotlib"))
 os.environ.setdefault("HF_HOME", str(ROOT / "runs" / ".cache" / "huggingface"))
 BIN = Path(sys.executable).parent
@@ -34,3 +35,9 @@ def project(tmp_path) -> Path:
 def nb_project(tmp_path_factory) -> Path:
     "One copy shared by the notebook tests, which hand artifacts to each other in run order."
     return copy_project(tmp_path_factory.mktemp("nbtest") / "proj")
+
+@pytest.fixture(scope="session")
+def smoke_reproduction(tmp_path_factory):
+    "One real `calirl reproduce --profile smoke` of the whole pipeline, shared by the tests that inspect it."
+    proj = copy_project(tmp_path_factory.mktemp("repro") / "proj")
+    return proj, calirl("reproduce", "--profile", "smoke", cwd=proj, timeout=900)

@@ -14,3 +14,18 @@ RUN = ("import sys\nfrom nbdev.test import test_nb\n"
 def test_notebook(nb, nb_project):
     r = subprocess.run([sys.executable, "-c", RUN, nb], cwd=nb_project / "nbs", capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{nb} failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+
+
+def _tables(d):
+    import pandas as pd
+    volatile = lambda c: any(w in c.lower() for w in ("second", "time", "elapsed"))
+    return {p.name: pd.read_csv(p).pipe(lambda df: df[[c for c in df.columns if not volatile(c)]]) for p in sorted(d.glob("*.csv"))}
+
+def test_same_seed_same_tables(nb_project, smoke_reproduction):
+    "The notebooks run by nbdev and by `calirl reproduce` (papermill) with the same profile and seed give identical tables."
+    import pandas as pd
+    proj, r = smoke_reproduction
+    assert r.returncode == 0, r.stderr[-3000:]
+    a, b = _tables(nb_project / "figures" / "smoke"), _tables(proj / "figures" / "smoke")
+    assert set(a) == set(b) and len(a) >= 5, (sorted(a), sorted(b))
+    for name in a: pd.testing.assert_frame_equal(a[name], b[name], obj=name)

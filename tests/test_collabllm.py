@@ -1,0 +1,151 @@
+"""CollabLLM baseline (`calirl.collabllm`): the multiturn-aware reward on hand-built conversations, pair selection
+and filtering, and the preference Parquet schema. No model weights: a stub policy and a locally trained tokenizer."""
+from pathlib import Path
+import pandas as pd
+import pytest
+from calirl.backends import Backend, Completion
+from calirl.collabllm import (MR_MIN_GAP, MR_SAMPLES, MR_WEIGHTS, PAIR_COLUMNS, collabllm_artifact, contexts_from_traces,
+                              conversation_reward, forward_sample, interactivity, multiturn_aware_rewards, pick_pair,
+                              preference_row, sample_contexts, token_penalty, turn_kind, user_state)
+from calirl.core import Message, save_parquet
+from calirl.rollout import Trajectory
+from calirl.tasks import tiny_items
+from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human, turn_rng
+
+MATH = tiny_items("math-chat", "train", 40, 0)
+DOC = tiny_items("docedit-chat", "train", 20, 0)
+
+@pytest.fixture(scope="module")
+def tok():
+    from calirl.models import train_tokenizer, with_role
+    from calirl.users import world_corpus
+    return with_role(train_tokenizer(world_corpus(MATH[:20] + DOC, 0), 300), "policy")
+
+def _add_item():
+    return next(it for it in MATH if it.goal["op"] == "add" and "a" not in it.goal.get("hidden", []))
+
+def _chat(*turns): return [{"role": r, "content": c} for r, c in turns]
+
+# ---------------------------------------------------------------- the conversation-level reward
+def test_right_answer_beats_wrong_answer():
+    it = MATH[0]
+    pre = _chat(("user", "some question ."), ("assistant", "how many ?"), ("user", "5 more ."))
+    right = conversation_reward(it, pre + _chat(("assistant", f"the answer is {it.y_star}")), [["reveal"]], 30)
+    wrong = conversation_reward(it, pre + _chat(("assistant", f"the answer is {int(it.y_star) + 1}")), [["reveal"]], 30)
+    assert right["R"] > wrong["R"]
+    assert right["R"] - wrong["R"] == pytest.approx(MR_WEIGHTS["math-chat"].task)
+    assert (right["score"], wrong["score"]) == (1.0, 0.0)
+
+def test_docedit_outcome_is_bleu_of_final_document():
+    it = DOC[0]
+    good = conversation_reward(it, _chat(("user", "fix it"), ("assistant", f"doc : {it.y_star}")), [], 10)
+    none = conversation_reward(it, _chat(("user", "fix it"), ("assistant", "what should change ?")), [], 10)
+    assert good["score"] == pytest.approx(1.0) and none["score"] == 0.0 and good["R"] > none["R"]
+
+@pytest.mark.parametrize("task,items", [("math-chat", MATH), ("docedit-chat", DOC)])
+def test_more_tokens_cost_exactly_lambda_delta(task, items):
+    it, lam = items[0], MR_WEIGHTS[task].tokens
+    msgs = _chat(("user", "hi"), ("assistant", "the answer is 3 . doc : the cat is red ."))
+    r = [conversation_reward(it, msgs, [], n)["R"] for n in (40, 140, 1040)]
+    assert r[1] - r[0] == pytest.approx(-lam * 100 / 1000)
+    assert r[2] - r[1] == pytest.approx(-lam * 900 / 1000)
+    assert token_penalty(10**7, lam) == 1.0                                  # the paper's cap
+
+def test_interactivity_bonus_only_where_configured():
+    assert interactivity([["nudge"], ["reveal", "typo"]]) == 1.0 and interactivity([["deflect"], ["reject"]]) == 0.0
+    m, d = MATH[0], DOC[0]
+    msgs = _chat(("user", "hi"), ("assistant", "what ?"))
+    assert conversation_reward(m, msgs, [["reveal"]], 5)["R"] - conversation_reward(m, msgs, [["nudge"]], 5)["R"] == pytest.approx(0.5)
+    assert conversation_reward(d, msgs, [["reveal"]], 5)["R"] == conversation_reward(d, msgs, [["nudge"]], 5)["R"]
+
+def test_turn_kind():
+    it = MATH[0]
+    assert [turn_kind(it, t) for t in ("how many more ?", "2 + 3 = 5 . the answer is 5", "ok .")] == ["ask", "answer", "other"]
+    assert turn_kind(DOC[0], "doc : the cat is red .") == "answer"
+
+# ---------------------------------------------------------------- forward sampling
+def test_user_state_rebuilds_scripted_memory():
+    human, bot = scripted_human(), ScriptedAssistant(ask_rate=0.5)
+    for it in MATH[:15] + DOC[:10]:
+        st, msgs, acts = {"seed": f"t|{it.item_id}"}, [], []
+        for rnd in range(5):
+            u = human.respond([it], [[Message(**m) for m in msgs]], [st])[0]
+            msgs.append({"role": "user", "content": u.text}); acts.append(list(u.acts))
+            rebuilt = user_state(it, msgs, acts)
+            assert {k: rebuilt[k] for k in ("hidden", "revealed", "assistant_turns")} == {k: st[k] for k in ("hidden", "revealed", "assistant_turns")}
+            if u.terminate: break
+            msgs.append({"role": "assistant", "content": bot.act(it, [Message(**m) for m in msgs], st, turn_rng({"seed": "a"}, rnd))})
+
+class Solver(Backend):
+    "Answers right once the user's last message holds b, else asks."
+    def __init__(self, tok, item): self.tok, self.item = tok, item
+    def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):
+        out = []
+        for p in prompts:
+            last = self.tok.decode(p).rsplit("<|im_start|>user\n", 1)[-1].split("<|im_end|>")[0]
+            t = f"the answer is {self.item.y_star}" if str(self.item.goal["b"]) in last.split() else "how many more ?"
+            out.append(Completion(self.tok(t, add_special_tokens=False)["input_ids"], t, None, "stop"))
+        return out
+
+def test_mr_prefers_asking_and_respects_turn_cap(tok):
+    it = _add_item(); g = it.goal
+    ctx = _chat(("user", f"{g['name']} has {g['a']} {g['obj']} and gets some more . how many {g['obj']} now ?"))
+    user = artifact_simulator(leak=0.0, accept_wrong=1.0)
+    jobs = [dict(item=it, context=ctx, acts=[["open"]], response=r)
+            for r in ("how many more did you get ?", f"the answer is {int(it.y_star) + 2}", f"the answer is {it.y_star}")]
+    mr = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs, 16, seed=0)
+    assert mr[0]["mr"] > mr[2]["mr"] > mr[1]["mr"]
+    assert mr[0]["interact"] == 1.0 and mr[1]["score"] == 0.0 and all(m["n_scored"] == MR_SAMPLES for m in mr)
+    capped = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs[:1], 16, H=1)[0]      # no room after the response
+    assert capped["score"] == 0.0 and capped["interact"] == 0.0
+    chats, acts = forward_sample(Solver(tok, it), tok, user, [it], [ctx + [dict(role="assistant", content="how many more ?")]],
+                                 [user_state(it, ctx, [["open"]])], [2], 16)
+    assert acts[0] == [["reveal"], ["accept"]] and [m["role"] for m in chats[0]] == ["user", "assistant", "user", "assistant", "user"]
+
+# ---------------------------------------------------------------- pairs
+def test_pick_pair_selection_and_filtering():
+    assert pick_pair([0.2, 0.9, -0.1, 0.5], list("abcd")) == (1, 2)
+    assert pick_pair([0.3, 0.3 + MR_MIN_GAP / 2], ["a", "b"]) is None            # near-tie
+    assert pick_pair([0.3, 0.3 + 2 * MR_MIN_GAP], ["a", "b"]) == (1, 0)
+    assert pick_pair([None, 0.9, None, 0.1], list("abcd")) == (1, 3)                # unscorable candidates left out
+    assert pick_pair([None, 0.9], ["a", "b"]) is None
+    assert pick_pair([1.0, 0.0], ["same text", " same text "]) is None             # identical responses
+    assert pick_pair([0.5, 0.5, 0.5], list("abc")) is None                          # all tied
+
+def test_preference_parquet_schema(tok, tmp_path):
+    it = MATH[0]
+    ctx = _chat(("user", "kim has some shells ."), ("assistant", "how many ?"), ("user", "14 ."))
+    rows = [preference_row(tok, it, ctx, " how many did kim give away ?", "the answer is 3", 1.4, 0.2, 0),
+            preference_row(tok, it, ctx[:1], "the answer is 9", "ok .", 0.9, -0.01, 1)]
+    p = save_parquet(rows, tmp_path / "pairs.parquet")
+    df = pd.read_parquet(p)
+    assert list(df.columns) == PAIR_COLUMNS and len(df) == 2
+    for c in ("prompt", "chosen", "rejected", "item_id", "task", "chosen_kind", "rejected_kind"):
+        assert df[c].map(type).eq(str).all(), c
+    assert df.mr_chosen.dtype == float and (df.mr_chosen - df.mr_rejected >= MR_MIN_GAP).all()
+    assert df.prompt.str.endswith("<|im_start|>assistant\n").all()
+    r = df.iloc[0]
+    full = tok.apply_chat_template(ctx + [{"role": "assistant", "content": r.chosen}], tokenize=False)
+    assert full.startswith(r.prompt + r.chosen + tok.eos_token)
+    assert (r.chosen, r.chosen_kind, r.rejected_kind) == ("how many did kim give away ?", "ask", "answer")
+
+def test_contexts_from_oracle_traces():
+    it = MATH[0]
+    msgs = _chat(("user", "q"), ("assistant", "how many ?"), ("user", "5 more ."), ("assistant", "the answer is 3"),
+                 ("user", "no ."), ("assistant", "the answer is 4"), ("user", "yes [[TERMINATE CHAT]]"))
+    tr = Trajectory(it.item_id, it.task, 0, messages=msgs, user_acts=[["open"], ["reveal"], ["reject"], ["accept"]])
+    cs = contexts_from_traces([tr], {it.item_id: it}, H=7)
+    assert [len(c["context"]) for c in cs] == [1, 3, 5]                           # the terminal user message is no context
+    assert cs[2]["acts"] == [["open"], ["reveal"], ["reject"]]
+    assert [len(c["context"]) for c in contexts_from_traces([tr], {it.item_id: it}, H=2)] == [1, 3]
+    with pytest.raises(KeyError, match="has no item"): contexts_from_traces([tr], {}, H=7)
+    pool = [dict(item=x, context=[], acts=[]) for x in MATH[:10] + DOC[:10]]
+    got = sample_contexts(pool, 7, ["math-chat", "docedit-chat"], seed=1)
+    assert [c["item"].task for c in got].count("math-chat") == 4 and len(got) == 7
+    assert sample_contexts(pool, 7, ["math-chat", "docedit-chat"], seed=1) == got
+
+def test_artifact_paths():
+    from calirl.core import ARTIFACTS
+    for name, rel in (("policy_collabllm", "models/policy_collabllm"), ("collabllm_pairs", "data/collabllm_pairs.parquet")):
+        p = collabllm_artifact("run", name)
+        assert p == (Path("run") / "artifacts" / (ARTIFACTS[name][0] if name in ARTIFACTS else rel))
