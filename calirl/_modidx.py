@@ -192,6 +192,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.rewards.Verifier._reset': ('rewards.html#verifier._reset', 'calirl/rewards.py'),
                                 'calirl.rewards.Verifier.close': ('rewards.html#verifier.close', 'calirl/rewards.py'),
                                 'calirl.rewards._as_int': ('rewards.html#_as_int', 'calirl/rewards.py'),
+                                'calirl.rewards._last_assistant': ('rewards.html#_last_assistant', 'calirl/rewards.py'),
                                 'calirl.rewards._mv_verify': ('rewards.html#_mv_verify', 'calirl/rewards.py'),
                                 'calirl.rewards._sleep_forever': ('rewards.html#_sleep_forever', 'calirl/rewards.py'),
                                 'calirl.rewards.bleu': ('rewards.html#bleu', 'calirl/rewards.py'),

@@ -7,7 +7,7 @@ explicit *unscorable* — never an exception, never a silent 0."""
 # %% auto #0
 __all__ = ['Score', 'unscorable', 'safe_score', 'Verifier', 'judge_accuracy', 'bleu', 'bleu_char_nltk', 'task_reward']
 
-# %% ../nbs/02b_rewards.ipynb #e82f947f
+# %% ../nbs/02b_rewards.ipynb #216e1e88
 import math, multiprocessing as mp, warnings
 from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -15,7 +15,7 @@ from typing import Callable
 from .tasks import TaskItem, final_answer
 from .prompts import judge_prompt, parse_judge
 
-# %% ../nbs/02b_rewards.ipynb #27e9c02e
+# %% ../nbs/02b_rewards.ipynb #215acc6a
 @dataclass(frozen=True)
 class Score:
     "A reward in [0, 1], or `value=None` with the reason it is unscorable."
@@ -38,7 +38,7 @@ def safe_score(fn:Callable, *args, **kw) -> Score:
     if math.isnan(s.value) or not -1e-9 <= s.value <= 1.0 + 1e-9: return unscorable(f"out_of_range:{s.value}")
     return Score(min(1.0, max(0.0, s.value)), s.status)     # float noise (BLEU can give 1.0000000000000004)
 
-# %% ../nbs/02b_rewards.ipynb #667ef6ac
+# %% ../nbs/02b_rewards.ipynb #9a7da283
 def _mv_verify(gold:str, pred:str) -> bool:
     from math_verify import parse, verify
     return bool(verify(parse(gold), parse(pred)))
@@ -67,12 +67,12 @@ class Verifier:
         except Exception as e: self._reset(); return unscorable(f"error:{type(e).__name__}")
     def close(self): self._reset()
 
-# %% ../nbs/02b_rewards.ipynb #98f47204
+# %% ../nbs/02b_rewards.ipynb #f1727a03
 def _sleep_forever(*_):
     import time
     time.sleep(3600)
 
-# %% ../nbs/02b_rewards.ipynb #4208206f
+# %% ../nbs/02b_rewards.ipynb #db386e4a
 def judge_accuracy(generate:Callable, questions:list[str], golds:list[str], completions:list[str]) -> list[Score]:
     "Binary accuracy from an LLM judge: `generate(list of chats) -> list of texts`."
     chats = [[{"role": "user", "content": judge_prompt(q, g, c)}] for q, g, c in zip(questions, golds, completions)]
@@ -81,7 +81,7 @@ def judge_accuracy(generate:Callable, questions:list[str], golds:list[str], comp
     if len(texts) != len(chats): return [unscorable("judge_batch_mismatch")] * len(chats)
     return [Score(float(v)) if (v := parse_judge(t)[0]) is not None else unscorable("judge_unparseable") for t in texts]
 
-# %% ../nbs/02b_rewards.ipynb #1d278ac5
+# %% ../nbs/02b_rewards.ipynb #3eb36c10
 def bleu(hyp:str|None, ref:str) -> Score:
     "sacreBLEU sentence BLEU of `hyp` against `ref`, in [0, 1]."
     import sacrebleu
@@ -96,13 +96,20 @@ def bleu_char_nltk(hyp:str|None, ref:str) -> Score:
         warnings.simplefilter("ignore")                       # nltk warns when an n-gram order has no overlap
         return safe_score(lambda: sentence_bleu([ref], hyp))
 
-# %% ../nbs/02b_rewards.ipynb #1be72b29
+# %% ../nbs/02b_rewards.ipynb #d13246ba
 _VERIFIER = None
+
+def _last_assistant(messages:list) -> str | None:
+    "The content of the last assistant message (paper-scale answers are free text; the judge reads it whole)."
+    for m in reversed(messages):
+        role, content = (m.role, m.content) if hasattr(m, "role") else (m["role"], m["content"])
+        if role == "assistant": return content
+    return None
 
 def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu") -> Score:
     "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document."
     global _VERIFIER
-    try: pred = final_answer(item, messages)
+    try: pred = final_answer(item, messages) if item.goal else _last_assistant(messages)   # paper items: free text
     except Exception as e: return unscorable(f"transcript:{type(e).__name__}")
     if item.task == "docedit-chat": return (bleu if metric == "bleu" else bleu_char_nltk)(pred, item.y_star)
     if judge == "verifier":
