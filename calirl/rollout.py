@@ -9,7 +9,7 @@ token ids, the policy mask, logprobs and the termination reason, saved as Parque
 __all__ = ['Trajectory', 'turn_segment', 'rollout', 'save_trajectories', 'load_trajectories', 'rollout_metrics',
            'simulator_context', 'LMSimulator', 'masked_spans', 'cpu_limits', 'bench_rollout']
 
-# %% ../nbs/05_rollout.ipynb #98d3bac9
+# %% ../nbs/05_rollout.ipynb #e49929f4
 import json, time
 from collections import Counter
 from dataclasses import dataclass, field, asdict
@@ -20,7 +20,7 @@ from .prompts import ParseStats, has_terminal, parse_policy
 from .users import UserTurn, goal_text
 from .backends import Backend, chat_prompt_ids
 
-# %% ../nbs/05_rollout.ipynb #a5fb9884
+# %% ../nbs/05_rollout.ipynb #2d70fc12
 @dataclass
 class Trajectory:
     "One multi-turn rollout: transcript, token ids with the policy mask and logprobs, counts, how it ended."
@@ -43,7 +43,7 @@ class Trajectory:
 
     def chat(self) -> list[Message]: return [Message(m["role"], m["content"]) for m in self.messages]
 
-# %% ../nbs/05_rollout.ipynb #6aaee1d4
+# %% ../nbs/05_rollout.ipynb #0c412333
 def _sanitize(text:str, tok) -> str:
     "Remove special-token strings from `text`."
     for s in tok.all_special_tokens: text = text.replace(s, " ")
@@ -60,7 +60,7 @@ def turn_segment(tok, user_text:str, after_eos:bool) -> list[int]:
     if after_eos and tok.eos_token and seg.startswith(tok.eos_token): seg = seg[len(tok.eos_token):]
     return tok(seg, add_special_tokens=False)["input_ids"]
 
-# %% ../nbs/05_rollout.ipynb #fcecc72b
+# %% ../nbs/05_rollout.ipynb #5826776e
 def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int=1, H:int=7, max_new_tokens:int=48,
             temperature:float=1.0, top_p:float=1.0, seed:int=0, max_len:int|None=None, policy_format:str="plain",
             system:str|None=None, stats:ParseStats|None=None) -> list[Trajectory]:
@@ -117,7 +117,7 @@ def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int=1, H:int=7, m
                 t.completion_ids += seg; t.policy_mask += [0] * len(seg); t.logprobs += [0.0] * len(seg)
     return T
 
-# %% ../nbs/05_rollout.ipynb #b8814192
+# %% ../nbs/05_rollout.ipynb #daa9e538
 def save_trajectories(trajs:list[Trajectory], path:str|Path) -> Path:
     "Write trajectories to Parquet (atomically)."
     rows = []
@@ -143,10 +143,11 @@ def rollout_metrics(trajs:list[Trajectory]) -> dict:
     scored = [t.reward for t in trajs if t.reward is not None]
     return dict(n=len(trajs), mean_policy_tokens=sum(t.n_policy_tokens for t in trajs) / n,
                 mean_user_tokens=sum(t.n_user_tokens for t in trajs) / n, mean_policy_turns=sum(t.n_policy_turns for t in trajs) / n,
-                mean_reward=sum(scored) / len(scored) if scored else None, unscorable=len(trajs) - len(scored),
+                mean_reward=sum(scored) / len(scored) if scored else None,
+                unscorable=sum(t.reward_status.startswith("unscorable") for t in trajs),
                 **{f"termination_{k}": v / n for k, v in sorted(term.items())}, **{f"issue_{k}": v / n for k, v in sorted(iss.items())})
 
-# %% ../nbs/05_rollout.ipynb #83d2e8cf
+# %% ../nbs/05_rollout.ipynb #2a29c8af
 def simulator_context(item:TaskItem, chat:list) -> list[dict]:
     "The goal-guided simulator context [x, y*, h_t, a_t] as chat messages."
     msgs = [{"role": "system", "content": goal_text(item)}]
@@ -171,7 +172,7 @@ class LMSimulator:
         return [UserTurn(o.text.strip(), has_terminal(o.text), ("terminate",) if has_terminal(o.text) else (),
                          "ok" if o.text.strip() else "empty") for o in outs]
 
-# %% ../nbs/05_rollout.ipynb #0decb891
+# %% ../nbs/05_rollout.ipynb #99519beb
 def masked_spans(t:Trajectory, keep:int=1) -> list[list[int]]:
     "The maximal runs of completion ids whose mask equals `keep`."
     runs, cur = [], []
@@ -180,7 +181,7 @@ def masked_spans(t:Trajectory, keep:int=1) -> list[list[int]]:
         elif cur: runs.append(cur); cur = []
     return runs + ([cur] if cur else [])
 
-# %% ../nbs/05_rollout.ipynb #ce9e75d0
+# %% ../nbs/05_rollout.ipynb #81f1c840
 def cpu_limits(seconds:float=1.0) -> dict:
     "This machine's fp32 matmul FLOP/s and memory copy bandwidth (bytes/s), best of a few repeats."
     import torch

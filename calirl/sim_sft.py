@@ -8,18 +8,18 @@ the user's turns only."""
 __all__ = ['ACCELERATE_FSDP', 'oracle_traces', 'simulator_sft_example', 'trained_text', 'write_accelerate_config',
            'simulator_init']
 
-# %% ../nbs/06_simulator_sft.ipynb #9e216413
+# %% ../nbs/06_simulator_sft.ipynb #7558bdb9
 from pathlib import Path
 from .tasks import TaskItem
 from .rollout import rollout, simulator_context
 from .models import build_tiny_model, load_model, with_role
 
-# %% ../nbs/06_simulator_sft.ipynb #ba449bd1
+# %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0):
     "Conversations of `policy` with the `oracle` user on `items` (one each)."
     return rollout(policy, tok, oracle, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
 
-# %% ../nbs/06_simulator_sft.ipynb #2c24643d
+# %% ../nbs/06_simulator_sft.ipynb #58d676f2
 def simulator_sft_example(item:TaskItem, messages:list[dict]) -> list[dict]:
     "One SFT example: the goal-guided context followed by the whole conversation (loss on user turns)."
     return simulator_context(item, messages)
@@ -34,7 +34,7 @@ def trained_text(tok, chat:list[dict]) -> list[str]:
         elif cur: spans.append(tok.decode(cur)); cur = []
     return spans + ([tok.decode(cur)] if cur else [])
 
-# %% ../nbs/06_simulator_sft.ipynb #18dde297
+# %% ../nbs/06_simulator_sft.ipynb #d7c6fb3d
 ACCELERATE_FSDP = """compute_environment: LOCAL_MACHINE
 distributed_type: FSDP
 mixed_precision: bf16
