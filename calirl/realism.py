@@ -13,7 +13,7 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'normalize', 'wor
            'goal_leaks', 'goal_leak_rate', 'termination_stats', 'history_prefixes', 'next_act_samples',
            'act_distributions', 'delta_hat', 'realism_report']
 
-# %% ../nbs/08_realism.ipynb #f7750cab
+# %% ../nbs/08_realism.ipynb #573699b0
 import random, re, time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +25,7 @@ from .users import ScriptedAssistant, converse
 from .theory import bound_32_H2
 from .rewards import task_reward
 
-# %% ../nbs/08_realism.ipynb #d4bae522
+# %% ../nbs/08_realism.ipynb #a77ac5fb
 _CONTRACTIONS = [(r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"), (r"\blet's\b", "let us"), (r"n't\b", " not"),
                  (r"'re\b", " are"), (r"'m\b", " am"), (r"'ll\b", " will"), (r"'ve\b", " have"), (r"'d\b", " would"),
                  (r"\b(it|that|what|there|here|he|she|who)'s\b", r"\1 is")]
@@ -41,14 +41,14 @@ def words(text:str) -> list[str]:
     "The words of `text` (see `normalize`)."
     return _WORD.findall(normalize(text))
 
-# %% ../nbs/08_realism.ipynb #ae5057da
+# %% ../nbs/08_realism.ipynb #deb8a3d6
 def word_entropy(texts:list[str]) -> float:
     "Shannon entropy (bits) of the pooled unigram distribution of the words in `texts`."
     from scipy.stats import entropy
     c = Counter(w for t in texts for w in words(t))
     return float(entropy(list(c.values()), base=2)) if c else 0.0
 
-# %% ../nbs/08_realism.ipynb #6f0775f1
+# %% ../nbs/08_realism.ipynb #59c4881c
 def mattr(texts:list[str], window:int=50) -> float:
     "Moving-average type-token ratio over windows of `window` words of the pooled texts (plain TTR if shorter)."
     toks = [w for t in texts for w in words(t)]
@@ -60,13 +60,13 @@ def mattr(texts:list[str], window:int=50) -> float:
         c[new] += 1; total += len(c)
     return total / ((len(toks) - window + 1) * window)
 
-# %% ../nbs/08_realism.ipynb #75029ed9
+# %% ../nbs/08_realism.ipynb #76035bc5
 def distinct_n(texts:list[str], n:int) -> float:
     "Distinct `n`-grams / all `n`-grams, n-grams inside each message, pooled (0 when there are none)."
     grams = [tuple(ws[i:i + n]) for t in texts for ws in [words(t)] for i in range(len(ws) - n + 1)]
     return len(set(grams)) / len(grams) if grams else 0.0
 
-# %% ../nbs/08_realism.ipynb #6e08c1a5
+# %% ../nbs/08_realism.ipynb #47452c97
 _EMBEDDER = {}
 
 def minilm_embed(texts:list[str], batch_size:int=64) -> np.ndarray:
@@ -88,7 +88,7 @@ def mauve_score(p_texts:list[str], q_texts:list[str], embed=minilm_embed, min_sa
     with threadpool_limits(1):          # small PCA/k-means: multi-threaded BLAS only loses, badly so on busy cores
         return float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=seed, verbose=False).mauve)
 
-# %% ../nbs/08_realism.ipynb #599e60a4
+# %% ../nbs/08_realism.ipynb #2171afed
 FUNCTION_WORDS = {
     "personal pronouns": "i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his "
                          "himself she her hers herself they them their theirs themselves",
@@ -122,7 +122,7 @@ def lsm(p:np.ndarray, q:np.ndarray, eps:float=1e-9) -> np.ndarray:
     p, q = np.asarray(p, float)[..., :9], np.asarray(q, float)[..., :9]
     return (1 - np.abs(p - q) / (p + q + eps)).mean(-1)
 
-# %% ../nbs/08_realism.ipynb #eecbf804
+# %% ../nbs/08_realism.ipynb #7ddfc79d
 LSM_RULES = {"dial": dict(min_messages=10, min_words=200, N=200, K=100),
              "tiny": dict(min_messages=2, min_words=10, N=200, K=100)}
 
@@ -144,7 +144,7 @@ def session_lsm(messages:list, min_messages:int=10, min_words:int=200, N:int=200
     if any(len(s) < min_messages or c.sum() < min_words for s, c in zip(sides, counts)): return None
     return lsm_resampled(*counts, N=N, K=K, eps=eps, seed=seed)
 
-# %% ../nbs/08_realism.ipynb #349fbbeb
+# %% ../nbs/08_realism.ipynb #7ec057c4
 def _nums(text:str) -> list[str]: return re.findall(r"\d+", text or "")
 def _flat(text:str) -> str: return " ".join(normalize(text).split())
 
@@ -191,7 +191,7 @@ def text_state(item:TaskItem, chat:list) -> dict:
     hidden, told = _scan(item, chat)
     return {"hidden": hidden, "revealed": told, "assistant_turns": max(sum(_rc(m)[0] == "assistant" for m in chat) - 1, 0)}
 
-# %% ../nbs/08_realism.ipynb #366eacb1
+# %% ../nbs/08_realism.ipynb #0171482c
 ACTS = ("reveal", "reject", "accept", "deflect", "nudge", "give_up", "leak", "other")
 
 def _key(w:str) -> str:
@@ -242,7 +242,7 @@ def act_label(acts) -> str:
         if s & labels: return act
     return "other"
 
-# %% ../nbs/08_realism.ipynb #07888e92
+# %% ../nbs/08_realism.ipynb #49db0e15
 @dataclass
 class TextAssistant:
     "A scripted assistant whose knowledge is what the user's messages state (`text_state`), not the user's state."
@@ -257,7 +257,7 @@ def dialogues_with(user, items:list[TaskItem], H:int, seed:int=0, assistant:Text
     "Conversations of `user` with the fixed text-reading assistant on `items`, at most `H` assistant turns."
     return converse(user, assistant or TextAssistant(), items, H, seed)
 
-# %% ../nbs/08_realism.ipynb #848f8ad2
+# %% ../nbs/08_realism.ipynb #2392aabc
 def replies(dialogues:list[Dialogue], items:list[TaskItem]) -> list[tuple]:
     "(item, chat before, reply text, act labels or None) for every user reply (not the opening) in `dialogues`."
     by_id, out = {it.item_id: it for it in items}, []
@@ -269,7 +269,7 @@ def replies(dialogues:list[Dialogue], items:list[TaskItem]) -> list[tuple]:
             u += 1
     return out
 
-# %% ../nbs/08_realism.ipynb #b3c54ba0
+# %% ../nbs/08_realism.ipynb #0d4e96a7
 _QUESTION = {"math-chat": "can you tell me the missing number ?", "docedit-chat": "what should i change ?"}
 
 def wrong_commit(item:TaskItem, rng:random.Random) -> str:
@@ -303,7 +303,7 @@ def sycophancy_rate(rows:list[dict]) -> float:
     "Share of probes whose reply accepts the wrong answer."
     return float(np.mean([r["accepted"] for r in rows])) if rows else float("nan")
 
-# %% ../nbs/08_realism.ipynb #93555303
+# %% ../nbs/08_realism.ipynb #23246203
 def goal_leaks(dialogues:list[Dialogue], items:list[TaskItem]) -> list[list[bool]]:
     "Per dialogue, per user message (opening included): does it leak withheld information?"
     by_id = {it.item_id: it for it in items}
@@ -315,7 +315,7 @@ def goal_leak_rate(dialogues:list[Dialogue], items:list[TaskItem]) -> float:
     flags = [f for fs in goal_leaks(dialogues, items) for f in fs]
     return float(np.mean(flags)) if flags else float("nan")
 
-# %% ../nbs/08_realism.ipynb #505b7b5e
+# %% ../nbs/08_realism.ipynb #5615e8cf
 def termination_stats(dialogues:list[Dialogue], H:int) -> dict:
     "Shares of conversations ended by the terminal signal and by the turn cap, and the end-turn distribution."
     n = max(len(dialogues), 1)
@@ -325,7 +325,7 @@ def termination_stats(dialogues:list[Dialogue], H:int) -> dict:
                 mean_end_turn=float(np.mean(ends)) if ends else float("nan"),
                 end_turn_hist=(np.bincount(ends, minlength=H + 1)[:H + 1] / n).tolist())
 
-# %% ../nbs/08_realism.ipynb #0300bced
+# %% ../nbs/08_realism.ipynb #0ea18456
 ACT_INDEX = {a: i for i, a in enumerate(ACTS)}
 
 def history_prefixes(dialogues:list[Dialogue]) -> list[tuple[int, int, list]]:
@@ -359,7 +359,7 @@ def delta_hat(real:np.ndarray, sim:np.ndarray, turns:list[int], n_dialogues:int,
     l1 = np.abs(act_distributions(real) - act_distributions(sim)).sum(1)                     # (P,)
     return np.bincount(np.asarray(turns, int), weights=l1, minlength=H)[:H] / max(n_dialogues, 1)
 
-# %% ../nbs/08_realism.ipynb #33d45efa
+# %% ../nbs/08_realism.ipynb #8d6fed4b
 def _texts(dialogues:list[Dialogue]) -> list[str]:
     "Every user message of `dialogues`."
     return [m.content for d in dialogues for m in d.messages if m.role == "user"]
