@@ -7,10 +7,10 @@ full conversations side by side."""
 # %% auto #0
 __all__ = ['improved_cases', 'behaviour', 'side_by_side_md']
 
-# %% ../nbs/11_case_studies.ipynb #8d3cea18
+# %% ../nbs/11_case_studies.ipynb #e68a23d6
 import pandas as pd
 
-# %% ../nbs/11_case_studies.ipynb #f5ad4d4a
+# %% ../nbs/11_case_studies.ipynb #f95ca592
 def improved_cases(results:pd.DataFrame, base:str="Base", new:str="Calibrated Interactive", bleu_margin:float=0.25) -> pd.DataFrame:
     "Cases (task, item_id, seed) where `base` fails and `new` succeeds."
     a = results[results.method == base].set_index(["task", "item_id", "seed"]).score
@@ -20,7 +20,7 @@ def improved_cases(results:pd.DataFrame, base:str="Base", new:str="Calibrated In
     doc = (j.task == "docedit-chat") & (j.new - j.base >= bleu_margin)
     return j[math | doc].sort_values(["task", "item_id", "seed"]).reset_index(drop=True)
 
-# %% ../nbs/11_case_studies.ipynb #a5cb2bc7
+# %% ../nbs/11_case_studies.ipynb #b76bdc48
 def behaviour(messages:list[dict], user_acts:list[list[str]], success:bool) -> dict:
     "Behaviour-pattern measurements of one conversation."
     pol = [m["content"] for m in messages if m["role"] == "assistant"]
@@ -34,7 +34,7 @@ def behaviour(messages:list[dict], user_acts:list[list[str]], success:bool) -> d
     return dict(turns=len(pol), questions=sum(asks), direct_solve=bool(pol) and commits(pol[0]) and success and len(pol) == 1,
                 recovered=any(rejected) and success, try_and_fail_loop=loop)
 
-# %% ../nbs/11_case_studies.ipynb #d499caad
+# %% ../nbs/11_case_studies.ipynb #50a3569c
 def side_by_side_md(a:list[dict], b:list[dict], names=("Base", "Calibrated Interactive")) -> str:
     "Two transcripts as one Markdown table, a row per turn."
     n = max(len(a), len(b)); cell = lambda m: f"**{m['role']}**: {m['content']}".replace("|", "\\|") if m else ""
