@@ -144,6 +144,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.pipeline.find_project': ('reproduce.html#find_project', 'calirl/pipeline.py'),
                                  'calirl.pipeline.fingerprint': ('reproduce.html#fingerprint', 'calirl/pipeline.py'),
                                  'calirl.pipeline.format_plan': ('reproduce.html#format_plan', 'calirl/pipeline.py'),
+                                 'calirl.pipeline.gpu_hours': ('reproduce.html#gpu_hours', 'calirl/pipeline.py'),
                                  'calirl.pipeline.list_notebooks': ('reproduce.html#list_notebooks', 'calirl/pipeline.py'),
                                  'calirl.pipeline.make_plan': ('reproduce.html#make_plan', 'calirl/pipeline.py'),
                                  'calirl.pipeline.notebook_parameters': ('reproduce.html#notebook_parameters', 'calirl/pipeline.py'),
