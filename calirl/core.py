@@ -9,13 +9,13 @@ __all__ = ['PROFILE_KEYS', 'ROLES', 'ARTIFACTS', 'Profile', 'ProfileError', 'rea
            'seed_everything', 'Message', 'Dialogue', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
            'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact']
 
-# %% ../nbs/00_core.ipynb #e68e8675
+# %% ../nbs/00_core.ipynb #97d245e0
 import configparser, contextlib, dataclasses, difflib, importlib.util, json, os, random, shutil, uuid
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
-# %% ../nbs/00_core.ipynb #1fd4ea19
+# %% ../nbs/00_core.ipynb #e3b05694
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None):
     "A profile key: `help` for `calirl profiles --keys`, allowed `choices`, and an inclusive range [`lo`, `hi`]."
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi))
@@ -87,16 +87,30 @@ class Profile:
     # evaluation
     eval_temperature: float = _key("sampling temperature at evaluation (paper: 0.8)", lo=0)
     eval_seeds: list[int] = _key("evaluation seeds, comma-separated (paper: 3 seeds)")
+    # simulator predictive validity (12_validity)
+    validity_items: int = _key("held-out items per task in each policy × user evaluation of the policy zoo", lo=1)
+    zoo_steps: list[int] = _key("GRPO steps at which the policy zoo keeps checkpoints of one short training run, comma-separated")
+    zoo_noise: list[float] = _key("degraded zoo members: Gaussian noise on the base policy's weights, relative to each tensor's std")
+    kit_pairs: int = _key("side-by-side (real, simulated) session pairs in the human-judgment page", lo=1)
+    # which simulator artifacts hurt interactive RL (13_artifacts)
+    ablation_tasks: list[str] = _key("tasks the artifact ablation trains and evaluates on", ("math-chat", "docedit-chat"))
+    ablation_steps: int = _key("GRPO steps of each ablation run", lo=1)
+    ablation_seeds: list[int] = _key("training seeds of each ablation cell, comma-separated")
+    ablation_items: int = _key("held-out items per task each ablation policy is evaluated on against the real user", lo=1)
+    artifact_strength: float = _key("strength of each single artifact in the ablation (0 = the real user's setting, 1 = always)", lo=0, hi=1)
+    dose_strengths: list[float] = _key("artifact strengths of the dose–response runs, comma-separated", lo=0, hi=1)
+    upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; empty: this run's own")
 
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 
-# %% ../nbs/00_core.ipynb #72333438
+# %% ../nbs/00_core.ipynb #57cceefd
 class ProfileError(ValueError):
     "A bad profile, key or value: the message names it and says how to fix it."
 
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
 _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string",
-               list[int]: "comma-separated integers", list[str]: "comma-separated words"}
+               list[int]: "comma-separated integers", list[float]: "comma-separated numbers",
+               list[str]: "comma-separated words"}
 
 def _parse_value(key:str, raw:str, where:str) -> Any:
     "Parse the INI string `raw` of `key` into the schema's type, or raise `ProfileError`."
@@ -110,6 +124,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
         elif t is int: v = int(s)
         elif t is float: v = float(s)
         elif t == list[int]: v = [int(x) for x in s.split(",") if x.strip()]
+        elif t == list[float]: v = [float(x) for x in s.split(",") if x.strip()]
         elif t == list[str]: v = [x.strip() for x in s.split(",") if x.strip()]
         else: v = s
     except ValueError: raise bad() from None
@@ -126,7 +141,7 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
 
 _FIELDS = {f.name: f for f in fields(Profile)}
 
-# %% ../nbs/00_core.ipynb #1ce374c8
+# %% ../nbs/00_core.ipynb #7a01206a
 def _suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
@@ -157,7 +172,7 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
-# %% ../nbs/00_core.ipynb #eaa78b69
+# %% ../nbs/00_core.ipynb #5bd828d4
 def parse_overrides(items:Iterable[str]) -> dict[str, str]:
     "Turn `['key=value', ...]` from `-p` into a dict, checking the form of each item."
     out = {}
@@ -185,7 +200,7 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
             for k in PROFILE_KEYS}
     return Profile(name=name, **vals)
 
-# %% ../nbs/00_core.ipynb #e84b4e90
+# %% ../nbs/00_core.ipynb #54b35e25
 def seed_everything(seed:int) -> None:
     "Seed `random`, NumPy and torch (if installed) with `seed`."
     random.seed(seed)
@@ -196,7 +211,7 @@ def seed_everything(seed:int) -> None:
         import torch
         torch.manual_seed(seed)
 
-# %% ../nbs/00_core.ipynb #9dbf6906
+# %% ../nbs/00_core.ipynb #344b39d5
 ROLES = ("system", "user", "assistant")
 
 @dataclass
@@ -226,7 +241,7 @@ class Dialogue:
         return cls(r["item_id"], r["task"], [Message(m["role"], m["content"]) for m in r["messages"]],
                    r.get("termination", ""), r.get("reward"), json.loads(r.get("meta") or "{}"))
 
-# %% ../nbs/00_core.ipynb #6f75b9a7
+# %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
@@ -241,7 +256,7 @@ def atomic_path(path:str|Path):
         os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
-# %% ../nbs/00_core.ipynb #0580c70a
+# %% ../nbs/00_core.ipynb #f8c8443d
 def save_json(obj:Any, path:str|Path) -> Path:
     "Write `obj` as indented JSON to `path`, atomically."
     with atomic_path(path) as t: t.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -263,7 +278,7 @@ def load_parquet(path:str|Path):
     import pandas as pd
     return pd.read_parquet(path)
 
-# %% ../nbs/00_core.ipynb #e90a33eb
+# %% ../nbs/00_core.ipynb #336429a7
 def save_table(df, name:str, figures_dir:str|Path, floatfmt:str=".3g") -> Path:
     "Write DataFrame `df` as `name.md` and `name.csv` in `figures_dir`; return the Markdown path."
     d = Path(figures_dir)
@@ -276,7 +291,7 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
     with atomic_path(Path(figures_dir) / f"{name}.png") as t: fig.savefig(t, format="png", dpi=dpi, bbox_inches="tight")
     return Path(figures_dir) / f"{name}.png"
 
-# %% ../nbs/00_core.ipynb #c5ee03d7
+# %% ../nbs/00_core.ipynb #b28cfc92
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
@@ -296,6 +311,9 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "collabllm_pairs": ("data/collabllm_pairs.parquet", "09a_collabllm"),
     "eval_results": ("eval/results.parquet", "10_evaluate"),
     "eval_transcripts": ("eval/transcripts.parquet", "10_evaluate"),
+    "validity": ("metrics/validity.json", "12_validity"),
+    "human_kit": ("eval/human_kit", "12_validity"),
+    "ablation": ("metrics/ablation.parquet", "13_artifacts"),
 }
 
 class MissingArtifactError(FileNotFoundError):
