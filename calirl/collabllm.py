@@ -9,9 +9,9 @@ and train the base policy offline with DPO."""
 __all__ = ['MR_WEIGHTS', 'MR_WINDOW', 'MR_SAMPLES', 'MR_MIN_GAP', 'PAIR_COLUMNS', 'DPO_EPOCHS', 'MRWeights', 'token_penalty',
            'interactivity', 'turn_kind', 'conversation_reward', 'user_state', 'forward_sample',
            'multiturn_aware_rewards', 'pick_pair', 'preference_row', 'contexts_from_traces', 'sample_contexts',
-           'collabllm_artifact', 'dpo_train']
+           'collabllm_artifact']
 
-# %% ../nbs/09a_collabllm.ipynb #950c3a45
+# %% ../nbs/09a_collabllm.ipynb #c9c39482
 import random, tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from .rewards import task_reward
 from .users import _facts
 from .backends import chat_prompt_ids
 
-# %% ../nbs/09a_collabllm.ipynb #30bb37be
+# %% ../nbs/09a_collabllm.ipynb #5a3a65db
 @dataclass(frozen=True)
 class MRWeights:
     "Weights of the conversation-level reward R* for one task."
@@ -39,7 +39,7 @@ def token_penalty(n_tokens:int, lam:float) -> float:
     "The efficiency cost min(λ · tokens / 1000, 1)."
     return min(lam * n_tokens / 1000.0, 1.0)
 
-# %% ../nbs/09a_collabllm.ipynb #cef08c82
+# %% ../nbs/09a_collabllm.ipynb #21caa0de
 def interactivity(window_acts:list[list[str]]) -> float:
     "1.0 if a user turn of the forward window revealed withheld information (it answered a question), else 0.0."
     return float(any("reveal" in a for a in window_acts))
@@ -49,7 +49,7 @@ def turn_kind(item:TaskItem, text:str) -> str:
     committed = extract_answer(text) if item.task == "math-chat" else extract_doc(text)
     return "answer" if committed is not None else "ask" if "?" in text else "other"
 
-# %% ../nbs/09a_collabllm.ipynb #1d1b549b
+# %% ../nbs/09a_collabllm.ipynb #c330eba7
 def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]], n_tokens:int,
                         w:MRWeights|None=None) -> dict:
     "R* of one continued conversation: task score − token cost + λ_int · interactivity, with its parts."
@@ -59,7 +59,7 @@ def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]
     R = None if not s.scorable else w.task * s.value - token_penalty(n_tokens, w.tokens) + w.interact * I
     return dict(R=R, score=s.value, tokens=n_tokens, interact=I, status=s.status)
 
-# %% ../nbs/09a_collabllm.ipynb #2a78d727
+# %% ../nbs/09a_collabllm.ipynb #d0f4d989
 def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_key:str="0") -> dict:
     "A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts."
     opening, g = messages[0]["content"], item.goal
@@ -71,10 +71,10 @@ def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_ke
     return {"seed": seed_key, "hidden": hidden, "revealed": revealed,
             "assistant_turns": sum(m["role"] == "assistant" for m in messages)}
 
-# %% ../nbs/09a_collabllm.ipynb #cf9549ce
+# %% ../nbs/09a_collabllm.ipynb #25291c4e
 def _chat(messages:list[dict]) -> list[Message]: return [Message(m["role"], m["content"]) for m in messages]
 
-# %% ../nbs/09a_collabllm.ipynb #26e0afb1
+# %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],
                    max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None) -> tuple[list, list]:
     "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn."
@@ -96,7 +96,7 @@ def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict
         for i, o in zip(live, outs): chats[i].append({"role": "assistant", "content": o.text})
     return chats, acts
 
-# %% ../nbs/09a_collabllm.ipynb #09195894
+# %% ../nbs/09a_collabllm.ipynb #318ee5e6
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
                             weights:dict|None=None, max_len:int|None=None) -> list[dict]:
@@ -125,7 +125,7 @@ def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:i
                         n_scored=len(ok), n_samples=len(rs)))
     return out
 
-# %% ../nbs/09a_collabllm.ipynb #9bcc2261
+# %% ../nbs/09a_collabllm.ipynb #40d9e81b
 def pick_pair(mrs:list[float|None], texts:list[str], min_gap:float=MR_MIN_GAP) -> tuple[int, int] | None:
     "(chosen, rejected) = (highest MR, lowest MR), or None for near-ties, missing MRs or identical texts."
     ok = [k for k, m in enumerate(mrs) if m is not None]
@@ -145,7 +145,7 @@ def preference_row(tok, item:TaskItem, context:list[dict], chosen:str, rejected:
                 context_id=context_id, mr_chosen=float(mr_chosen), mr_rejected=float(mr_rejected),
                 chosen_kind=turn_kind(item, chosen), rejected_kind=turn_kind(item, rejected))
 
-# %% ../nbs/09a_collabllm.ipynb #2ea49c6c
+# %% ../nbs/09a_collabllm.ipynb #f53144ac
 def contexts_from_traces(trajs:list, items:dict[str, TaskItem], H:int) -> list[dict]:
     "Every prefix of `trajs` ending with a non-terminal user message after fewer than `H` assistant turns."
     out = []
@@ -166,7 +166,7 @@ def sample_contexts(contexts:list[dict], n:int, tasks:list[str], seed:int=0) -> 
         out += rng.sample(pool, min(len(pool), n // len(tasks) + (k < n % len(tasks))))
     return out
 
-# %% ../nbs/09a_collabllm.ipynb #607dc8e0
+# %% ../nbs/09a_collabllm.ipynb #26214f4e
 _OWN_ARTIFACTS = {"policy_collabllm": "models/policy_collabllm", "collabllm_pairs": "data/collabllm_pairs.parquet"}
 
 def collabllm_artifact(run_dir:str|Path, name:str) -> Path:
@@ -174,26 +174,5 @@ def collabllm_artifact(run_dir:str|Path, name:str) -> Path:
     from calirl.core import ARTIFACTS
     return artifact_path(run_dir, name) if name in ARTIFACTS else Path(run_dir) / "artifacts" / _OWN_ARTIFACTS[name]
 
-# %% ../nbs/09a_collabllm.ipynb #9b522c54
+# %% ../nbs/09a_collabllm.ipynb #b094138a
 DPO_EPOCHS = 8       # CollabLLM's offline DPO runs 8 epochs over its pairs
-
-def dpo_train(policy_path:str|Path, rows:list[dict], lr:float, beta:float, batch_size:int, max_length:int,
-              epochs:int=DPO_EPOCHS, seed:int=0, device:str="cpu", dtype:str="float32"):
-    "Offline DPO of the policy at `policy_path` on preference `rows`; reference = that policy, frozen."
-    import torch
-    from datasets import Dataset
-    from transformers import PrinterCallback
-    from trl import DPOConfig, DPOTrainer
-    from calirl.models import load_model
-    model, tok = load_model(policy_path, device=device, dtype=dtype)
-    ref, _ = load_model(policy_path, device=device, dtype=dtype)
-    cfg = DPOConfig(output_dir=tempfile.mkdtemp(), beta=beta, loss_type="sigmoid", learning_rate=lr, num_train_epochs=epochs,
-                    per_device_train_batch_size=batch_size, lr_scheduler_type="cosine", max_grad_norm=1.0, save_strategy="no",
-                    report_to="none", logging_steps=1, bf16=False, fp16=False, seed=seed, max_length=max_length,
-                    use_cpu=not torch.cuda.is_available(), gradient_checkpointing=False, disable_tqdm=True,
-                    precompute_ref_log_probs=True)               # the reference is frozen: score it once, not every epoch
-    ds = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows])
-    tr = DPOTrainer(model=model, ref_model=ref, args=cfg, train_dataset=ds, processing_class=tok)
-    tr.remove_callback(PrinterCallback)                      # the log is returned (and plotted), not printed per step
-    tr.train()
-    return tr.model.eval(), tok, [h for h in tr.state.log_history if "loss" in h]

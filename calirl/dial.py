@@ -6,9 +6,9 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 
 # %% auto #0
 __all__ = ['P0', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_metrics', 'logit',
-           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_step']
+           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_train', 'dpo_step']
 
-# %% ../nbs/07_dial.ipynb #14114efd
+# %% ../nbs/07_dial.ipynb #c49cd1ee
 import tempfile
 from pathlib import Path
 import numpy as np
@@ -17,7 +17,7 @@ import torch
 from .tasks import TaskItem
 from .rollout import simulator_context
 
-# %% ../nbs/07_dial.ipynb #6fcafe7d
+# %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
     "Token ids of the rendered session and the position of the end-of-turn token of each user message."
     ids = tok.apply_chat_template(messages, tokenize=True, return_dict=False)
@@ -32,7 +32,7 @@ def disc_example(tok, messages:list[dict], real:bool) -> dict:
     for p in pos: labels[p] = int(real)
     return {"input_ids": ids, "labels": labels}
 
-# %% ../nbs/07_dial.ipynb #ce392b09
+# %% ../nbs/07_dial.ipynb #c6180d67
 def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list[list[dict]], epochs:int, lr:float,
                         batch_size:int=16, seed:int=0):
     "A discriminator initialised from the model at `init_path`, trained on balanced real/simulated sessions."
@@ -66,7 +66,7 @@ def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.n
         out += [p[b, pos].numpy() for b, (_, pos) in enumerate(chunk)]
     return out
 
-# %% ../nbs/07_dial.ipynb #5ad24baa
+# %% ../nbs/07_dial.ipynb #6c0d7df5
 def disc_metrics(p_real_list:list[np.ndarray], labels:list[int]) -> pd.DataFrame:
     "Accuracy, F1 and MCC of P(real) > 0.5, overall and per user-turn position."
     from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
@@ -76,7 +76,7 @@ def disc_metrics(p_real_list:list[np.ndarray], labels:list[int]) -> pd.DataFrame
                                     mcc=matthews_corrcoef(d.y, d.yhat) if d.y.nunique() > 1 and d.yhat.nunique() > 1 else 0.0))
     return pd.concat([m(df).to_frame("all").T, df.groupby("turn").apply(m, include_groups=False)])
 
-# %% ../nbs/07_dial.ipynb #d1112a38
+# %% ../nbs/07_dial.ipynb #1e1a71d6
 P0 = 0.5
 
 def logit(p) -> np.ndarray:
@@ -89,7 +89,7 @@ def message_rewards(p:np.ndarray, p0:float=P0) -> np.ndarray:
     lp = logit(np.concatenate([[p0], np.asarray(p, dtype=float)]))
     return np.diff(lp)
 
-# %% ../nbs/07_dial.ipynb #21d40e60
+# %% ../nbs/07_dial.ipynb #4b6e3933
 def lowest_k(rewards:np.ndarray, k:int) -> list[int]:
     "Indices of the `k` lowest rewards (ties by position)."
     return sorted(np.argsort(rewards, kind="stable")[:k].tolist())
@@ -124,18 +124,27 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
     stats["kept"] = len(pairs)
     return pairs, stats
 
-# %% ../nbs/07_dial.ipynb #0b860378
-def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0):
-    "One DIAL refinement: DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen."
+# %% ../nbs/07_dial.ipynb #565eeab3
+def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
+              seed:int=0, device:str="cpu", dtype:str="float32", scheduler:str="linear", precompute_ref:bool=False):
+    "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`; reference = that model, frozen."
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import DPOConfig, DPOTrainer
     from calirl.models import load_model
-    model, tok = load_model(sim_path, device="cpu")
-    ref, _ = load_model(sim_path, device="cpu")
-    cfg = DPOConfig(output_dir=tempfile.mkdtemp(), beta=beta, learning_rate=lr, num_train_epochs=1, per_device_train_batch_size=batch_size,
-                    save_strategy="no", report_to="none", logging_steps=1, bf16=False, fp16=False, seed=seed, max_length=max_length,
-                    use_cpu=not torch.cuda.is_available(), gradient_checkpointing=False, disable_tqdm=True)
+    model, tok = load_model(model_path, device=device, dtype=dtype)
+    ref, _ = load_model(model_path, device=device, dtype=dtype)
+    cfg = DPOConfig(output_dir=tempfile.mkdtemp(), beta=beta, loss_type="sigmoid", learning_rate=lr, num_train_epochs=epochs,
+                    per_device_train_batch_size=batch_size, lr_scheduler_type=scheduler, max_grad_norm=1.0, save_strategy="no",
+                    report_to="none", logging_steps=1, bf16=False, fp16=False, seed=seed, max_length=max_length,
+                    use_cpu=not torch.cuda.is_available(), gradient_checkpointing=False, disable_tqdm=True,
+                    precompute_ref_log_probs=precompute_ref)   # frozen reference: scoring it once saves time over many epochs
     ds = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
     tr = DPOTrainer(model=model, ref_model=ref, args=cfg, train_dataset=ds, processing_class=tok)
+    tr.remove_callback(PrinterCallback)                      # the log is returned (and tabulated), not printed per step
     tr.train()
     return tr.model.eval(), tok, [h for h in tr.state.log_history if "loss" in h]
+
+def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0):
+    "One DIAL refinement: one epoch of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen."
+    return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=1, seed=seed)
