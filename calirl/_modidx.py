@@ -339,6 +339,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.validity.LLMAnnotator.__call__': ('validity.html#llmannotator.__call__', 'calirl/validity.py'),
                                  'calirl.validity.LLMAnnotator.__init__': ('validity.html#llmannotator.__init__', 'calirl/validity.py'),
                                  'calirl.validity._commit': ('validity.html#_commit', 'calirl/validity.py'),
+                                 'calirl.validity._lm_sessions': ('validity.html#_lm_sessions', 'calirl/validity.py'),
+                                 'calirl.validity._scripted_sessions': ('validity.html#_scripted_sessions', 'calirl/validity.py'),
                                  'calirl.validity._session_html': ('validity.html#_session_html', 'calirl/validity.py'),
                                  'calirl.validity.ab_replication': ('validity.html#ab_replication', 'calirl/validity.py'),
                                  'calirl.validity.ab_test': ('validity.html#ab_test', 'calirl/validity.py'),

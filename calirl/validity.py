@@ -15,7 +15,7 @@ __all__ = ['USER_LABELS', 'ISSUES', 'ANNOTATION_PROMPT', 'user_labels', 'labels_
            'evaluate_zoo', 'zoo_table', 'table3', 'ab_replication', 'kendalls_w', 'kit_page', 'human_kit',
            'score_answers']
 
-# %% ../nbs/12_validity.ipynb #0e4a55af
+# %% ../nbs/12_validity.ipynb #8a4c3d66
 import html, json, random, re, time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +27,7 @@ from .prompts import has_terminal, format_history
 from .users import goal_text
 from .realism import _cue, _keyed, _rc, assistant_asked, new_facts, text_state, words
 
-# %% ../nbs/12_validity.ipynb #4bf244a4
+# %% ../nbs/12_validity.ipynb #ade08cb7
 USER_LABELS = {
     "reveals": "states information it had held back, because the assistant asked for it",
     "leaks_goal": "volunteers held-back information, or the answer itself, without being asked",
@@ -81,7 +81,7 @@ def session_user_labels(item:TaskItem, messages:list) -> list[frozenset]:
     "The labels of every user message of one session, the opening included."
     return [user_labels(item, messages[:k], _rc(m)[1]) for k, m in enumerate(messages) if _rc(m)[0] == "user"]
 
-# %% ../nbs/12_validity.ipynb #2d0bb2a4
+# %% ../nbs/12_validity.ipynb #21c38b7a
 def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.DataFrame]:
     "Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label agreement."
     by_id, pairs = {it.item_id: it for it in items}, []
@@ -95,7 +95,7 @@ def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.
                         for l in USER_LABELS])
     return float(np.mean([a == b for a, b in pairs])), per
 
-# %% ../nbs/12_validity.ipynb #b5323f43
+# %% ../nbs/12_validity.ipynb #01681122
 def label_rates(labels:list[frozenset], names=USER_LABELS) -> pd.Series:
     "Share of messages carrying each label (rates need not sum to 1)."
     return pd.Series({l: float(np.mean([l in s for s in labels])) if labels else float("nan") for l in names})
@@ -109,7 +109,7 @@ def bce_excess(p, q, eps:float=1e-6) -> float:
     "BCE(p, q) − BCE(p, p): 0 when the rates match."
     return bce_alignment(p, q, eps) - bce_alignment(p, p, eps)
 
-# %% ../nbs/12_validity.ipynb #b2c0f83f
+# %% ../nbs/12_validity.ipynb #d6f4296b
 ISSUES = {
     "premature_answer": "commits to a wrong final answer while information it needed was still held back by the user",
     "ignores_information": "commits to a wrong final answer although the user had already given everything needed",
@@ -158,7 +158,7 @@ def issue_summary(sessions:list[tuple[TaskItem, list]], find:Callable=assistant_
         n += sum(_rc(m)[0] == "assistant" for m in msgs); found += [(f"{len(found)}|{k}", c) for k, c in find(item, msgs)]
     return issue_stats(n, found)
 
-# %% ../nbs/12_validity.ipynb #2b9df596
+# %% ../nbs/12_validity.ipynb #b604a432
 ANNOTATION_PROMPT = """You are annotating one message of a chat between a USER and an AI ASSISTANT.
 
 What the USER wanted to get done (the assistant was not told):
@@ -230,7 +230,7 @@ class LLMAnnotator:
             self.status.update(st); out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
 
-# %% ../nbs/12_validity.ipynb #017a2532
+# %% ../nbs/12_validity.ipynb #843b1846
 def pearson(x, y) -> dict:
     "Pearson r, its t statistic, the two-sided p-value (t-test, n − 2 df) and n; NaN with a `note` when undefined."
     from scipy import stats
@@ -267,7 +267,7 @@ def replicates(real:dict, sim:dict) -> dict:
     same_dir, same_sig = real["direction"] == sim["direction"], real["significant"] == sim["significant"]
     return dict(same_direction=same_dir, same_significance=same_sig, replicates=same_dir and same_sig)
 
-# %% ../nbs/12_validity.ipynb #7700b31d
+# %% ../nbs/12_validity.ipynb #5861ebe0
 def noisy_copy(model, rel_std:float, seed:int=0):
     "A copy of `model` with Gaussian noise of `rel_std` × each weight tensor's std added to it."
     import copy, torch
@@ -288,29 +288,44 @@ def snapshot_callback(steps:list[int], tok, out_dir:str|Path):
             if state.global_step in steps: save_model(model, tok, Path(out_dir) / f"step-{state.global_step}")
     return Snapshots()
 
-# %% ../nbs/12_validity.ipynb #9a0bdb1c
-def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
-                 annotate:Callable=text_annotator, judge="verifier", log=print) -> tuple[pd.DataFrame, dict]:
-    "Sessions of every policy (`name -> () -> (model, tok)`) with every user model (`name -> () -> user`), scored and annotated."
+# %% ../nbs/12_validity.ipynb #bc3c990f
+def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judge) -> list[tuple]:
+    "(item_id, task, messages, user_acts, score) of an LM policy `member` = (model, tok), through the rollout engine."
     from calirl.backends import HFBackend
     from calirl.evaluate import evaluate_policy
+    model, tok = member
+    T, df = evaluate_policy(HFBackend(model, tok), tok, user, items, H, max_new_tokens, temperature, seed=seed, judge=judge)
+    return [(t.item_id, t.task, t.messages, t.user_acts, r["score"]) for t, r in zip(T, df.to_dict("records"))]
+
+def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
+    "The same for a scripted assistant (anything with `act(item, chat, state, rng)`), through `calirl.users.converse`."
+    from calirl.rewards import task_reward
+    from calirl.users import converse
+    by_id = {it.item_id: it for it in items}
+    return [(d.item_id, d.task, d.chat(), d.meta["user_acts"], task_reward(by_id[d.item_id], d.chat(), judge).value)
+            for d in converse(user, assistant, items, H, seed)]
+
+def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
+                 annotate:Callable=text_annotator, judge="verifier", log=print) -> tuple[pd.DataFrame, dict]:
+    "Sessions of every policy (`name -> () -> (model, tok)` or a scripted assistant) with every user model (`name -> () -> user`), scored and annotated."
     by_id, rows, transcripts = {it.item_id: it for it in items}, [], {}
     for pname, load in zoo.items():
-        t0 = time.time(); model, tok = load(); pol = HFBackend(model, tok)
+        t0 = time.time(); member = load()
         for uname, make in users.items():
-            T, df = evaluate_policy(pol, tok, make(), items, H, max_new_tokens, temperature, seed=seeds.get(uname, 0), judge=judge)
-            for t, r in zip(T, df.to_dict("records")):
-                item = by_id[t.item_id]
-                lab, iss = annotate(item, t.messages)
-                rows.append(dict(policy=pname, user=uname, item_id=t.item_id, task=t.task, score=r["score"],
-                                 success=float(r["score"] is not None and r["score"] >= 1 - 1e-9), turns=t.n_policy_turns,
-                                 **issue_stats(sum(m["role"] == "assistant" for m in t.messages), iss), labels=json.dumps([sorted(l) for l in lab]),
-                                 acts=json.dumps(t.user_acts)))
-                transcripts[(pname, uname, t.item_id)] = t.messages
+            sessions = _scripted_sessions(member, make(), items, H, seeds.get(uname, 0), judge) if hasattr(member, "act") else \
+                       _lm_sessions(member, make(), items, H, max_new_tokens, temperature, seeds.get(uname, 0), judge)
+            for item_id, task, messages, user_acts, score in sessions:
+                lab, iss = annotate(by_id[item_id], messages)
+                rows.append(dict(policy=pname, user=uname, item_id=item_id, task=task, score=score,
+                                 success=float(score is not None and score >= 1 - 1e-9),
+                                 turns=sum(m["role"] == "assistant" for m in messages),
+                                 **issue_stats(sum(m["role"] == "assistant" for m in messages), iss), labels=json.dumps([sorted(l) for l in lab]),
+                                 acts=json.dumps(user_acts)))
+                transcripts[(pname, uname, item_id)] = messages
         log(f"{pname:<12} {time.time() - t0:5.1f} s")
     return pd.DataFrame(rows), transcripts
 
-# %% ../nbs/12_validity.ipynb #a93bb59c
+# %% ../nbs/12_validity.ipynb #08fb4cb9
 def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
     "Per (policy, user): sessions, issue rate, success, mean score, issue counts; plus an `ensemble` mean over the named users."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -325,7 +340,7 @@ def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
         agg = pd.concat([agg, ens[agg.columns]], ignore_index=True)
     return agg
 
-# %% ../nbs/12_validity.ipynb #e4f40f29
+# %% ../nbs/12_validity.ipynb #5bc5fe03
 def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=0.5) -> pd.DataFrame:
     "Per user model: Pearson r/p of issue and success rates vs `real` across policies, KL of issue categories, BCE."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -342,7 +357,7 @@ def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=
                          note="; ".join(x for x in (ri["note"] and f"issue r: {ri['note']}", rs["note"] and f"success r: {rs['note']}") if x)))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #deea1c2b
+# %% ../nbs/12_validity.ipynb #98876a8c
 def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real", alpha:float=0.05) -> pd.DataFrame:
     "For each (control, treatment) pair, metric and user model: the A/B test and whether it replicates the real user's."
     S = S.assign(session_issue_rate=S.messages_with_issue / S.assistant_messages.where(S.assistant_messages > 0))
@@ -357,7 +372,7 @@ def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real",
                                  **(replicates(ref, res) if u != real else dict(same_direction=True, same_significance=True, replicates=True))))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #dfd0f229
+# %% ../nbs/12_validity.ipynb #de943616
 def kendalls_w(scores) -> float:
     "Kendall's W of `scores` (m raters × n objects; ranked per rater, average ranks for ties); NaN if undefined."
     from scipy.stats import rankdata
@@ -370,7 +385,7 @@ def kendalls_w(scores) -> float:
     den = m * m * (n ** 3 - n) - m * T
     return float(12 * S / den) if den > 0 else float("nan")
 
-# %% ../nbs/12_validity.ipynb #e54c6b95
+# %% ../nbs/12_validity.ipynb #6f84892d
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Which user is real?</title>
 <style>
