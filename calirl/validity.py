@@ -15,7 +15,7 @@ __all__ = ['USER_LABELS', 'ISSUES', 'ANNOTATION_PROMPT', 'user_labels', 'labels_
            'evaluate_zoo', 'zoo_table', 'table3', 'ab_replication', 'kendalls_w', 'kit_page', 'human_kit',
            'score_answers']
 
-# %% ../nbs/12_validity.ipynb #8a4c3d66
+# %% ../nbs/12_validity.ipynb #222434df
 import html, json, random, re, time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +27,7 @@ from .prompts import has_terminal, format_history
 from .users import goal_text
 from .realism import _cue, _keyed, _rc, assistant_asked, new_facts, text_state, words
 
-# %% ../nbs/12_validity.ipynb #ade08cb7
+# %% ../nbs/12_validity.ipynb #fac4c1f8
 USER_LABELS = {
     "reveals": "states information it had held back, because the assistant asked for it",
     "leaks_goal": "volunteers held-back information, or the answer itself, without being asked",
@@ -81,7 +81,7 @@ def session_user_labels(item:TaskItem, messages:list) -> list[frozenset]:
     "The labels of every user message of one session, the opening included."
     return [user_labels(item, messages[:k], _rc(m)[1]) for k, m in enumerate(messages) if _rc(m)[0] == "user"]
 
-# %% ../nbs/12_validity.ipynb #21c38b7a
+# %% ../nbs/12_validity.ipynb #94c20223
 def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.DataFrame]:
     "Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label agreement."
     by_id, pairs = {it.item_id: it for it in items}, []
@@ -95,7 +95,7 @@ def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.
                         for l in USER_LABELS])
     return float(np.mean([a == b for a, b in pairs])), per
 
-# %% ../nbs/12_validity.ipynb #01681122
+# %% ../nbs/12_validity.ipynb #68272748
 def label_rates(labels:list[frozenset], names=USER_LABELS) -> pd.Series:
     "Share of messages carrying each label (rates need not sum to 1)."
     return pd.Series({l: float(np.mean([l in s for s in labels])) if labels else float("nan") for l in names})
@@ -109,7 +109,7 @@ def bce_excess(p, q, eps:float=1e-6) -> float:
     "BCE(p, q) − BCE(p, p): 0 when the rates match."
     return bce_alignment(p, q, eps) - bce_alignment(p, p, eps)
 
-# %% ../nbs/12_validity.ipynb #d6f4296b
+# %% ../nbs/12_validity.ipynb #3fd2c5c0
 ISSUES = {
     "premature_answer": "commits to a wrong final answer while information it needed was still held back by the user",
     "ignores_information": "commits to a wrong final answer although the user had already given everything needed",
@@ -158,7 +158,7 @@ def issue_summary(sessions:list[tuple[TaskItem, list]], find:Callable=assistant_
         n += sum(_rc(m)[0] == "assistant" for m in msgs); found += [(f"{len(found)}|{k}", c) for k, c in find(item, msgs)]
     return issue_stats(n, found)
 
-# %% ../nbs/12_validity.ipynb #b604a432
+# %% ../nbs/12_validity.ipynb #e4430b42
 ANNOTATION_PROMPT = """You are annotating one message of a chat between a USER and an AI ASSISTANT.
 
 What the USER wanted to get done (the assistant was not told):
@@ -230,7 +230,7 @@ class LLMAnnotator:
             self.status.update(st); out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
 
-# %% ../nbs/12_validity.ipynb #843b1846
+# %% ../nbs/12_validity.ipynb #49e2f992
 def pearson(x, y) -> dict:
     "Pearson r, its t statistic, the two-sided p-value (t-test, n − 2 df) and n; NaN with a `note` when undefined."
     from scipy import stats
@@ -267,7 +267,7 @@ def replicates(real:dict, sim:dict) -> dict:
     same_dir, same_sig = real["direction"] == sim["direction"], real["significant"] == sim["significant"]
     return dict(same_direction=same_dir, same_significance=same_sig, replicates=same_dir and same_sig)
 
-# %% ../nbs/12_validity.ipynb #5861ebe0
+# %% ../nbs/12_validity.ipynb #5a5ff283
 def noisy_copy(model, rel_std:float, seed:int=0):
     "A copy of `model` with Gaussian noise of `rel_std` × each weight tensor's std added to it."
     import copy, torch
@@ -288,7 +288,7 @@ def snapshot_callback(steps:list[int], tok, out_dir:str|Path):
             if state.global_step in steps: save_model(model, tok, Path(out_dir) / f"step-{state.global_step}")
     return Snapshots()
 
-# %% ../nbs/12_validity.ipynb #bc3c990f
+# %% ../nbs/12_validity.ipynb #c61b4df1
 def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judge) -> list[tuple]:
     "(item_id, task, messages, user_acts, score) of an LM policy `member` = (model, tok), through the rollout engine."
     from calirl.backends import HFBackend
@@ -325,7 +325,7 @@ def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_toke
         log(f"{pname:<12} {time.time() - t0:5.1f} s")
     return pd.DataFrame(rows), transcripts
 
-# %% ../nbs/12_validity.ipynb #08fb4cb9
+# %% ../nbs/12_validity.ipynb #abea8a21
 def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
     "Per (policy, user): sessions, issue rate, success, mean score, issue counts; plus an `ensemble` mean over the named users."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -340,7 +340,7 @@ def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
         agg = pd.concat([agg, ens[agg.columns]], ignore_index=True)
     return agg
 
-# %% ../nbs/12_validity.ipynb #5bc5fe03
+# %% ../nbs/12_validity.ipynb #483f9918
 def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=0.5) -> pd.DataFrame:
     "Per user model: Pearson r/p of issue and success rates vs `real` across policies, KL of issue categories, BCE."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -357,7 +357,7 @@ def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=
                          note="; ".join(x for x in (ri["note"] and f"issue r: {ri['note']}", rs["note"] and f"success r: {rs['note']}") if x)))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #98876a8c
+# %% ../nbs/12_validity.ipynb #a2607b63
 def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real", alpha:float=0.05) -> pd.DataFrame:
     "For each (control, treatment) pair, metric and user model: the A/B test and whether it replicates the real user's."
     S = S.assign(session_issue_rate=S.messages_with_issue / S.assistant_messages.where(S.assistant_messages > 0))
@@ -372,7 +372,7 @@ def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real",
                                  **(replicates(ref, res) if u != real else dict(same_direction=True, same_significance=True, replicates=True))))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #de943616
+# %% ../nbs/12_validity.ipynb #8123b562
 def kendalls_w(scores) -> float:
     "Kendall's W of `scores` (m raters × n objects; ranked per rater, average ranks for ties); NaN if undefined."
     from scipy.stats import rankdata
@@ -385,7 +385,7 @@ def kendalls_w(scores) -> float:
     den = m * m * (n ** 3 - n) - m * T
     return float(12 * S / den) if den > 0 else float("nan")
 
-# %% ../nbs/12_validity.ipynb #6f84892d
+# %% ../nbs/12_validity.ipynb #d5105c6a
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Which user is real?</title>
 <style>
