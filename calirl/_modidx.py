@@ -388,6 +388,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.validity.score_answers': ('validity.html#score_answers', 'calirl/validity.py'),
                                  'calirl.validity.session_user_labels': ('validity.html#session_user_labels', 'calirl/validity.py'),
                                  'calirl.validity.snapshot_callback': ('validity.html#snapshot_callback', 'calirl/validity.py'),
+                                 'calirl.validity.spearman': ('validity.html#spearman', 'calirl/validity.py'),
                                  'calirl.validity.table3': ('validity.html#table3', 'calirl/validity.py'),
                                  'calirl.validity.text_annotator': ('validity.html#text_annotator', 'calirl/validity.py'),
                                  'calirl.validity.user_labels': ('validity.html#user_labels', 'calirl/validity.py'),
