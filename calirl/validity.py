@@ -15,7 +15,7 @@ __all__ = ['USER_LABELS', 'ISSUES', 'ANNOTATION_PROMPT', 'user_labels', 'labels_
            'snapshot_callback', 'evaluate_zoo', 'zoo_table', 'table3', 'ab_replication', 'kendalls_w', 'kit_page',
            'human_kit', 'score_answers']
 
-# %% ../nbs/12_validity.ipynb #e127972c
+# %% ../nbs/12_validity.ipynb #7d0b97b4
 import html, json, random, re, time
 from collections import Counter
 from pathlib import Path
@@ -27,7 +27,7 @@ from .prompts import has_terminal, format_history
 from .users import goal_text
 from .realism import _cue, _keyed, _rc, assistant_asked, new_facts, text_state, words
 
-# %% ../nbs/12_validity.ipynb #7474b4cc
+# %% ../nbs/12_validity.ipynb #b8c64280
 USER_LABELS = {
     "reveals": "states information it had held back, because the assistant asked for it",
     "leaks_goal": "volunteers held-back information, or the answer itself, without being asked",
@@ -81,7 +81,7 @@ def session_user_labels(item:TaskItem, messages:list) -> list[frozenset]:
     "The labels of every user message of one session, the opening included."
     return [user_labels(item, messages[:k], _rc(m)[1]) for k, m in enumerate(messages) if _rc(m)[0] == "user"]
 
-# %% ../nbs/12_validity.ipynb #aac67b2f
+# %% ../nbs/12_validity.ipynb #9b0a3606
 def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.DataFrame]:
     "Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label agreement."
     by_id, pairs = {it.item_id: it for it in items}, []
@@ -95,7 +95,7 @@ def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.
                         for l in USER_LABELS])
     return float(np.mean([a == b for a, b in pairs])), per
 
-# %% ../nbs/12_validity.ipynb #c9731f47
+# %% ../nbs/12_validity.ipynb #0540da3f
 def label_rates(labels:list[frozenset], names=USER_LABELS) -> pd.Series:
     "Share of messages carrying each label (rates need not sum to 1)."
     return pd.Series({l: float(np.mean([l in s for s in labels])) if labels else float("nan") for l in names})
@@ -109,7 +109,7 @@ def bce_excess(p, q, eps:float=1e-6) -> float:
     "BCE(p, q) − BCE(p, p): 0 when the rates match."
     return bce_alignment(p, q, eps) - bce_alignment(p, p, eps)
 
-# %% ../nbs/12_validity.ipynb #049f3917
+# %% ../nbs/12_validity.ipynb #2bbc2b02
 ISSUES = {
     "premature_answer": "commits to a wrong final answer while information it needed was still held back by the user",
     "ignores_information": "commits to a wrong final answer although the user had already given everything needed",
@@ -158,7 +158,7 @@ def issue_summary(sessions:list[tuple[TaskItem, list]], find:Callable=assistant_
         n += sum(_rc(m)[0] == "assistant" for m in msgs); found += [(f"{len(found)}|{k}", c) for k, c in find(item, msgs)]
     return issue_stats(n, found)
 
-# %% ../nbs/12_validity.ipynb #e2e60b0b
+# %% ../nbs/12_validity.ipynb #3433a863
 ANNOTATION_PROMPT = """You are annotating one message of a chat between a USER and an AI ASSISTANT.
 
 What the USER wanted to get done (the assistant was not told):
@@ -230,7 +230,7 @@ class LLMAnnotator:
             self.status.update(st); out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
 
-# %% ../nbs/12_validity.ipynb #3eee1313
+# %% ../nbs/12_validity.ipynb #cff14a5f
 def pearson(x, y) -> dict:
     "Pearson r, its t statistic, the two-sided p-value (t-test, n − 2 df) and n; NaN with a `note` when undefined."
     from scipy import stats
@@ -276,7 +276,7 @@ def replicates(real:dict, sim:dict) -> dict:
     same_dir, same_sig = real["direction"] == sim["direction"], real["significant"] == sim["significant"]
     return dict(same_direction=same_dir, same_significance=same_sig, replicates=same_dir and same_sig)
 
-# %% ../nbs/12_validity.ipynb #6851d3fb
+# %% ../nbs/12_validity.ipynb #e298086e
 def noisy_copy(model, rel_std:float, seed:int=0):
     "A copy of `model` with Gaussian noise of `rel_std` × each weight tensor's std added to it."
     import copy, torch
@@ -297,7 +297,7 @@ def snapshot_callback(steps:list[int], tok, out_dir:str|Path):
             if state.global_step in steps: save_model(model, tok, Path(out_dir) / f"step-{state.global_step}")
     return Snapshots()
 
-# %% ../nbs/12_validity.ipynb #aaa0be3d
+# %% ../nbs/12_validity.ipynb #5a3cd70c
 def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judge) -> list[tuple]:
     "(item_id, task, messages, user_acts, score) of an LM policy `member` = (model, tok), through the rollout engine."
     from calirl.backends import HFBackend
@@ -334,7 +334,7 @@ def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_toke
         log(f"{pname:<12} {time.time() - t0:5.1f} s")
     return pd.DataFrame(rows), transcripts
 
-# %% ../nbs/12_validity.ipynb #3958a4fa
+# %% ../nbs/12_validity.ipynb #3610ee09
 def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
     "Per (policy, user): sessions, issue rate, success, mean score, issue counts; plus an `ensemble` mean over the named users."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -349,7 +349,7 @@ def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
         agg = pd.concat([agg, ens[agg.columns]], ignore_index=True)
     return agg
 
-# %% ../nbs/12_validity.ipynb #4c6c5099
+# %% ../nbs/12_validity.ipynb #ce2a666e
 def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=0.5) -> pd.DataFrame:
     "Per user model: Pearson r/p of issue and success rates vs `real` across policies, KL of issue categories, BCE."
     cnt = [f"n_{c}" for c in ISSUES]
@@ -368,7 +368,7 @@ def table3(Z:pd.DataFrame, behaviour:pd.DataFrame, real:str="real", alpha:float=
                          note="; ".join(x for x in (ri["note"] and f"issue r: {ri['note']}", rs["note"] and f"success r: {rs['note']}") if x)))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #57ba5db9
+# %% ../nbs/12_validity.ipynb #eea52ff1
 def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real", alpha:float=0.05) -> pd.DataFrame:
     "For each (control, treatment) pair, metric and user model: the A/B test and whether it replicates the real user's."
     S = S.assign(session_issue_rate=S.messages_with_issue / S.assistant_messages.where(S.assistant_messages > 0))
@@ -383,7 +383,7 @@ def ab_replication(S:pd.DataFrame, pairs:list[tuple[str, str]], real:str="real",
                                  **(replicates(ref, res) if u != real else dict(same_direction=True, same_significance=True, replicates=True))))
     return pd.DataFrame(rows)
 
-# %% ../nbs/12_validity.ipynb #6ad811b2
+# %% ../nbs/12_validity.ipynb #84affca5
 def kendalls_w(scores) -> float:
     "Kendall's W of `scores` (m raters × n objects; ranked per rater, average ranks for ties); NaN if undefined."
     from scipy.stats import rankdata
@@ -396,7 +396,7 @@ def kendalls_w(scores) -> float:
     den = m * m * (n ** 3 - n) - m * T
     return float(12 * S / den) if den > 0 else float("nan")
 
-# %% ../nbs/12_validity.ipynb #6d03761d
+# %% ../nbs/12_validity.ipynb #9c623e2e
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Which user is real?</title>
 <style>
