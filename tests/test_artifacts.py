@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from calirl.artifacts import (REWARD_PATHS, USER_ARTIFACTS, ablation_grid, ablation_reward, artifact_knobs, artifact_rate,
+from calirl.artifacts import (USER_ARTIFACTS, ablation_grid, ablation_reward, artifact_knobs, artifact_rate,
                               artifact_user, fit_line, make_user, most_harmful, simulator_verdict, summarize, verdict_return,
                               with_theory)
 from calirl.theory import bound_32_H2
@@ -77,7 +77,6 @@ def test_reward_paths_disagree_exactly_on_accepted_wrong_answers():
     assert np.allclose(verdict[:5], [1.0, 0.0, 0.8, 1.0, 0.0]) and verdict[5] is None   # 3 turns: 1 − 2 · 0.1
     assert [simulator_verdict(it, m, a) for m, a in zip(msgs, acts)] == [True, False, True, True, False, False]
     assert verdict_return(it, msgs[2], acts[2], turn_cost=0.0) == 1.0
-    assert REWARD_PATHS == ("judge", "verdict")
 
 def test_fit_line_and_bound_on_known_cases():
     f = fit_line([0, 1, 2, 4], [0.5, 1.5, 2.5, 4.5])
