@@ -206,6 +206,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.realism._keyed': ('realism.html#_keyed', 'calirl/realism.py'),
                                 'calirl.realism._mean_reward': ('realism.html#_mean_reward', 'calirl/realism.py'),
                                 'calirl.realism._nums': ('realism.html#_nums', 'calirl/realism.py'),
+                                'calirl.realism._quiet_c_stderr': ('realism.html#_quiet_c_stderr', 'calirl/realism.py'),
                                 'calirl.realism._rc': ('realism.html#_rc', 'calirl/realism.py'),
                                 'calirl.realism._scan': ('realism.html#_scan', 'calirl/realism.py'),
                                 'calirl.realism._texts': ('realism.html#_texts', 'calirl/realism.py'),

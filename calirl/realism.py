@@ -14,7 +14,8 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'normalize', 'wor
            'next_act_samples', 'act_distributions', 'delta_hat', 'realism_report']
 
 # %% ../nbs/08_realism.ipynb #573699b0
-import random, re, time
+import os, random, re, sys, time
+from contextlib import contextmanager
 from collections import Counter
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
@@ -69,6 +70,19 @@ def distinct_n(texts:list[str], n:int) -> float:
 # %% ../nbs/08_realism.ipynb #47452c97
 _EMBEDDER = {"vectors": {}}
 
+@contextmanager
+def _quiet_c_stderr():
+    "Silence C-level writes to stderr: faiss warns whenever k-means has under 39 points a centroid, as n/10 always has."
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try: yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
 def minilm_embed(texts:list[str]) -> np.ndarray:
     "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one thread."
     import torch
@@ -95,7 +109,7 @@ def mauve_runs(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seeds=(
     k = int(np.clip(min(len(p_texts), len(q_texts)) // 10, 2, max_buckets))
     p = embed(sorted(p_texts))                     # canonical order: k-means seeds from point indices
     q = embed(sorted(q_texts))
-    with threadpool_limits(1):          # small PCA/k-means: multi-threaded BLAS only loses, badly so on busy cores
+    with threadpool_limits(1), _quiet_c_stderr():   # small PCA/k-means: more BLAS threads only lose, badly on busy cores
         return [float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=s, verbose=False).mauve)
                 for s in seeds]
 
