@@ -12,7 +12,7 @@ import math, multiprocessing as mp, warnings
 from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Callable
-from .tasks import TaskItem, final_answer
+from .tasks import TaskItem, answer_value, final_answer
 from .prompts import judge_prompt, parse_judge
 
 # %% ../nbs/02b_rewards.ipynb #215acc6a
@@ -39,32 +39,58 @@ def safe_score(fn:Callable, *args, **kw) -> Score:
     return Score(min(1.0, max(0.0, s.value)), s.status)     # float noise (BLEU can give 1.0000000000000004)
 
 # %% ../nbs/02b_rewards.ipynb #9a7da283
-def _mv_verify(gold:str, pred:str) -> bool:
-    from math_verify import parse, verify
-    return bool(verify(parse(gold), parse(pred)))
+def _mv_parse(s:str) -> list:
+    "math-verify's parse of `s`; bare LaTeX (a command outside any `$…$`, as answers are extracted) is read as math."
+    from math_verify import parse
+    bare = "\\" in s and not any(d in s for d in ("$", "\\(", "\\["))
+    return (bare and parse(f"${s}$")) or parse(s)
 
-def _as_int(s:str):
-    try: return int(str(s).strip())
-    except (TypeError, ValueError): return None
+def _mv_verify(gold:str, pred:str) -> bool | None:
+    "math-verify's verdict on `pred` against `gold`; None if `gold` cannot be parsed."
+    from math_verify import verify
+    g = _mv_parse(gold)
+    if not g: return None
+    return bool(verify(g, _mv_parse(pred)))
+
+def _mv_warm() -> bool:
+    "Import math-verify and run one comparison, so that no timed call pays for loading it."
+    return _mv_verify("\\frac{1}{2}", "\\sqrt{0.25}") is True
 
 class Verifier:
-    "Time-limited math-verify in a worker process; integers compared directly."
-    def __init__(self, timeout_s:float=5.0): self.timeout_s, self._pool = timeout_s, None
+    "Exact values compared directly; anything else through math-verify in a warm, time-limited worker process."
+    def __init__(self, timeout_s:float=5.0, startup_s:float=120.0, fn:Callable|None=None):
+        self.timeout_s, self.startup_s, self._pool = timeout_s, startup_s, None
+        self.fn = fn or _mv_verify                   # the comparison run in the worker: a module-level function
     def _executor(self):
-        if self._pool is None: self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+        "The worker pool, started and warmed first (under `startup_s`, not `timeout_s`) if none is running."
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(1, mp_context=mp.get_context("spawn"))
+            self._pool.submit(_mv_warm).result(timeout=self.startup_s)
         return self._pool
     def _reset(self):
         if self._pool is not None:
-            for p in list(getattr(self._pool, "_processes", {}).values()): p.kill()
-            self._pool.shutdown(wait=False, cancel_futures=True); self._pool = None
+            for p in list((getattr(self._pool, "_processes", None) or {}).values()): p.kill()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
     def __call__(self, pred:str|None, gold:str) -> Score:
-        "1.0 if `pred` is equivalent to `gold`, 0.0 if not, unscorable on timeout or error."
-        if pred is None or not str(pred).strip(): return Score(0.0)        # no answer given: wrong, not unscorable
-        a, b = _as_int(pred), _as_int(gold)
+        "1.0 if `pred` is equivalent to `gold`, 0.0 if not, unscorable on timeout, error or an unreadable gold."
+        if gold is None or not str(gold).strip(): return unscorable("gold")
+        gold, pred = str(gold), "" if pred is None else str(pred)
+        a, b = answer_value(pred), answer_value(gold)
         if a is not None and b is not None: return Score(float(a == b))
-        try: return Score(float(self._executor().submit(_mv_verify, str(gold), str(pred)).result(timeout=self.timeout_s)))
-        except FutureTimeout: self._reset(); return unscorable("timeout")
-        except Exception as e: self._reset(); return unscorable(f"error:{type(e).__name__}")
+        if b is not None and not pred.strip(): return Score(0.0)            # no answer given: wrong, not unscorable
+        try: pool = self._executor()
+        except Exception as e:
+            self._reset()
+            return unscorable(f"worker_start:{type(e).__name__}")
+        try: v = pool.submit(self.fn, gold, pred).result(timeout=self.timeout_s)
+        except FutureTimeout:
+            self._reset()
+            return unscorable("timeout")
+        except Exception as e:
+            self._reset()
+            return unscorable(f"error:{type(e).__name__}")
+        return unscorable("gold") if v is None else Score(float(v))
     def close(self): self._reset()
 
 # %% ../nbs/02b_rewards.ipynb #f1727a03

@@ -6,11 +6,12 @@ the tiny world's seeded **math-chat** and **docedit-chat** generators in which a
 # %% auto #0
 __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB', 'COLLABLLM_COLUMNS', 'TaskItem', 'math_answer',
            'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
-           'write_collabllm_fixture', 'load_items', 'extract_answer', 'extract_doc', 'final_answer']
+           'write_collabllm_fixture', 'load_items', 'answer_value', 'extract_answer', 'extract_doc', 'final_answer']
 
 # %% ../nbs/02_tasks.ipynb #2cba951d
-import hashlib, json, random
+import hashlib, json, random, re
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from .core import Message
 
@@ -155,19 +156,86 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
 
+# %% ../nbs/02_tasks.ipynb #71066df3
+_SIGN = r"[+\-−]?"
+_INT = r"(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)"                  # 1,000 or 1000
+_DEC = rf"(?:{_INT}(?:\.[0-9]+)?|\.[0-9]+)"                               # 12, 12.5, .5
+_EXP = r"(?:[eE](?P<e1>[+\-]?[0-9]+)|\s*(?:\\times|\\cdot|×)\s*10\^(?:\{(?P<e2>[+\-−]?[0-9]+)\}|(?P<e3>[+\-−]?[0-9]+)))"
+_NUMBER = rf"(?P<sign>{_SIGN})(?P<num>{_DEC})(?:/(?P<den>{_DEC})|{_EXP})?"
+_FRAC = rf"(?P<fsign>{_SIGN})\\[dt]?frac\{{\s*(?P<fnum>{_SIGN}{_DEC})\s*\}}\{{\s*(?P<fden>{_SIGN}{_DEC})\s*\}}"
+_VALUE_RE = re.compile(rf"(?:{_FRAC}|{_NUMBER})(?!\w|[.,/][0-9])")      # not glued to letters or to more digits
+_DELIMS = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+_MAX_EXP = 1000                                                            # 1e999999999 is not a value we compute
+
+def _closers(s:str) -> dict:
+    "For each '{' of `s` that is closed, the index just past its matching '}' (one pass)."
+    out, stack = {}, []
+    for m in re.finditer(r"[{}]", s):
+        if m.group() == "{": stack.append(m.start())
+        elif stack: out[stack.pop()] = m.end()
+    return out
+
+def _unwrap(s:str) -> str:
+    "`s` without surrounding spaces, math delimiters or `\\boxed{…}` (a few layers at most)."
+    for _ in range(8):
+        s = s.strip()
+        a = next((a for a, z in _DELIMS.items() if len(s) >= len(a) + len(z) and s.startswith(a) and s.endswith(z)), None)
+        if a is not None: s = s[len(a):-len(_DELIMS[a])]
+        elif s.startswith("\\boxed{") and s.endswith("}") and _closers(s).get(6) == len(s): s = s[7:-1]
+        else: return s
+    return s.strip()
+
+def answer_value(s) -> Fraction | None:
+    "The exact value of a written answer (integer, decimal, fraction, scientific notation, `\\frac`); None if it has none."
+    if not isinstance(s, str): return None
+    m = _VALUE_RE.fullmatch(_unwrap(s))
+    if m is None: return None
+    g = {k: (v or "").replace("−", "-").replace(",", "") for k, v in m.groupdict().items()}
+    sign, num, den = (g["fsign"], g["fnum"], g["fden"]) if g["fnum"] else (g["sign"], g["num"], g["den"] or "1")
+    exp = g["e1"] or g["e2"] or g["e3"] or "0"
+    if len(exp.lstrip("+-0")) > 4 or abs(int(exp)) > _MAX_EXP: return None
+    try: v = Fraction(num) / Fraction(den)
+    except (ValueError, ZeroDivisionError): return None                   # more digits than int() reads, or a zero denominator
+    v *= Fraction(10) ** int(exp)
+    return -v if sign == "-" else v
+
 # %% ../nbs/02_tasks.ipynb #2e42c56d
-import re
-_ANSWER_RE = re.compile(r"answer is\s*(-?\d+)", re.I)
+_ANSWER_RE = re.compile(r"answer is\s*[:=]?\s*", re.I)
+_BOXED_RE = re.compile(r"\\boxed\s*\{")
 _DOC_RE = re.compile(r"doc\s*:\s*(.*)$", re.I | re.S)
+_MAX_ANSWER = 1000                                                         # longest delimited answer looked for
+
+def _norm(s:str) -> str | None:
+    "A read answer as a normalised string: a number without separators or '+', else the unwrapped text."
+    s = _unwrap(s)
+    if not s: return None
+    if _VALUE_RE.fullmatch(s) is None: return s
+    s = s.replace(",", "").replace("−", "-").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return re.sub(r"\s+", "", s).lstrip("+")
+
+def _read_at(text:str, i:int, closers:dict) -> str | None:
+    "The answer written at `text[i:]`: a `\\boxed{…}`, a math-delimited expression, or a number; else None."
+    if (b := _BOXED_RE.match(text, i)):
+        end = closers.get(b.end() - 1)
+        return _norm(text[b.end():end - 1]) if end else None
+    for a, z in _DELIMS.items():
+        if text.startswith(a, i) and (end := text.find(z, i + len(a), i + _MAX_ANSWER)) > 0: return _norm(text[i + len(a):end])
+    m = _VALUE_RE.match(text, i + text.startswith("$", i))             # a lone '$' is a currency sign
+    return _norm(m.group()) if m else None
 
 def extract_answer(text:str) -> str | None:
-    "The number after the last 'answer is' in `text`, if any."
-    m = _ANSWER_RE.findall(text or "")
-    return m[-1] if m else None
+    "The answer after the last 'answer is' (or in the last `\\boxed{}`) of `text`, normalised; None if none or not a str."
+    if not isinstance(text, str): return None
+    boxed = [m.start() for m in _BOXED_RE.finditer(text)]
+    closers = _closers(text) if boxed else {}
+    for i in sorted([m.end() for m in _ANSWER_RE.finditer(text)] + boxed, reverse=True):
+        if (a := _read_at(text, i, closers)) is not None: return a
+    return None
 
 def extract_doc(text:str) -> str | None:
-    "The document after 'doc :' in `text`, if any (terminal signal and extra spaces removed)."
-    m = _DOC_RE.search(text or "")
+    "The document after 'doc :' in `text`, if any (terminal signal and extra spaces removed); None if not a str."
+    if not isinstance(text, str): return None
+    m = _DOC_RE.search(text)
     return " ".join(m.group(1).replace("[[TERMINATE CHAT]]", " ").split()) if m else None
 
 def final_answer(item:TaskItem, messages:list) -> str | None:
