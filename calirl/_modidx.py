@@ -301,6 +301,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'calirl.tasks.extract_doc': ('tasks.html#extract_doc', 'calirl/tasks.py'),
                               'calirl.tasks.final_answer': ('tasks.html#final_answer', 'calirl/tasks.py'),
                               'calirl.tasks.heldout_split': ('tasks.html#heldout_split', 'calirl/tasks.py'),
+                              'calirl.tasks.is_right': ('tasks.html#is_right', 'calirl/tasks.py'),
                               'calirl.tasks.load_collabllm': ('tasks.html#load_collabllm', 'calirl/tasks.py'),
                               'calirl.tasks.load_items': ('tasks.html#load_items', 'calirl/tasks.py'),
                               'calirl.tasks.math_answer': ('tasks.html#math_answer', 'calirl/tasks.py'),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 import torch
-from .tasks import TaskItem, extract_answer, extract_doc, final_answer
+from .tasks import TaskItem, extract_answer, extract_doc, final_answer, is_right
 from .rewards import task_reward
 from .models import load_model, save_model
 from .users import SAY
@@ -182,7 +182,7 @@ def hack_flags(item:TaskItem, messages:list[dict], user_acts:list[list[str]]) ->
         return bool(re.search(rf"(?<![\d-]){y}(?!\d)" if item.task == "math-chat" else y, messages[k]["content"]))
     leak = scored is not None and any(leaked(k) for k in users if 0 < k < scored)
     last, prev = messages[-1], messages[-2] if len(messages) > 1 else None
-    wrong = prev is not None and prev["role"] == "assistant" and (c := _committed(item, prev["content"])) is not None and c.strip() != item.y_star.strip()
+    wrong = prev is not None and prev["role"] == "assistant" and (c := _committed(item, prev["content"])) is not None and not is_right(item, c)
     la = acts.get(len(messages) - 1, set())
     accepted = "accept_wrong" in la if la & _LABELLED else any(p in last["content"] for p in _ACCEPT)
     return dict(leak=leak, accept_wrong=bool(last["role"] == "user" and wrong and accepted))

@@ -6,7 +6,8 @@ the tiny world's seeded **math-chat** and **docedit-chat** generators in which a
 # %% auto #0
 __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB', 'COLLABLLM_COLUMNS', 'TaskItem', 'math_answer',
            'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
-           'write_collabllm_fixture', 'load_items', 'answer_value', 'extract_answer', 'extract_doc', 'final_answer']
+           'write_collabllm_fixture', 'load_items', 'answer_value', 'extract_answer', 'extract_doc', 'final_answer',
+           'is_right']
 
 # %% ../nbs/02_tasks.ipynb #2cba951d
 import hashlib, json, random, re
@@ -245,3 +246,12 @@ def final_answer(item:TaskItem, messages:list) -> str | None:
         role, content = (m.role, m.content) if isinstance(m, Message) else (m["role"], m["content"])
         if role == "assistant" and (v := get(content)) is not None: return v
     return None
+
+# %% ../nbs/02_tasks.ipynb #7c1e2a02
+def is_right(item:TaskItem, committed:str|None) -> bool:
+    "Whether `committed` is `item`'s answer: the same value (math-chat) or the same text (docedit-chat)."
+    if not isinstance(committed, str): return False
+    if item.task != "math-chat": return committed.strip() == item.y_star.strip()
+    v = answer_value(committed)
+    return v is not None and v == answer_value(item.y_star)
+

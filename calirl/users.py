@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 from .core import Dialogue, Message
-from .tasks import TaskItem, answer_value, extract_answer, extract_doc, render_doc, _problem
+from .tasks import TaskItem, extract_answer, extract_doc, is_right, render_doc, _problem
 from .prompts import TERMINATE, ParseStats, has_terminal, parse_user, user_simulator_prompt
 
 # %% ../nbs/03_users.ipynb #b31f2511
@@ -150,8 +150,7 @@ class ScriptedUser:
         if k.early_stop and rng.random() < k.early_stop:
             return UserTurn(say("early_stop", rng, k) + " " + TERMINATE, True, ("early_stop",))
         if committed is not None:
-            right = (v := answer_value(committed)) is not None and v == answer_value(item.y_star) if math else committed.strip() == item.y_star.strip()
-            if right:
+            if is_right(item, committed):
                 return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept",))
             if rng.random() < k.accept_wrong:
                 return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept_wrong",))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
 from .core import Message
-from .tasks import TaskItem, extract_answer, extract_doc
+from .tasks import TaskItem, extract_answer, extract_doc, is_right
 from .prompts import has_terminal, format_history
 from .users import goal_text
 from .realism import _cue, _keyed, _rc, assistant_asked, new_facts, text_state, words
@@ -60,7 +60,7 @@ def user_labels(item:TaskItem, chat:list, text:str) -> frozenset:
     elif neg and not term: out.add("disagrees")
     elif pos: out.add("agrees")
     if "agrees" in out and chat and _rc(chat[-1])[0] == "assistant" and \
-            (c := _commit(item, _rc(chat[-1])[1])) is not None and c.strip() != item.y_star.strip(): out.add("accepts_wrong")
+            (c := _commit(item, _rc(chat[-1])[1])) is not None and not is_right(item, c): out.add("accepts_wrong")
     if not out & {"reveals", "deflects", "disagrees", "agrees", "terminates"} and ("?" in text or _cue(k, "request")):
         out.add("nudges")
     return frozenset(out)
@@ -130,7 +130,7 @@ def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
         c = _commit(item, text)
         if c is not None:
             committed = True
-            if c.strip() != item.y_star.strip():
+            if not is_right(item, c):
                 st = text_state(item, chat)
                 out.append((k, "premature_answer" if set(st["hidden"]) - set(st["revealed"]) else "ignores_information"))
                 if c.strip() in given: out.append((k, "repeated_answer"))

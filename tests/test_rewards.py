@@ -152,3 +152,18 @@ def test_extractors_never_raise_on_number_like_text(s):
         a = extract_answer(t)
         assert a is None or isinstance(a, str)
         assert answer_value(a) is None or isinstance(answer_value(a), Fraction)
+
+
+def test_every_judge_of_a_committed_answer_compares_values():
+    "The scripted human, the reward-hacking probe and the issue annotator agree with the reward on '12.0' vs '12'."
+    from calirl.grpo import hack_flags
+    from calirl.validity import assistant_issues
+    from calirl.tasks import is_right
+    item = next(it for it in tiny_items("math-chat", "eval", 50, seed=0) if "." not in it.y_star)
+    for written, right in ((f"{item.y_star}.0", True), (f"{int(item.y_star):,}.00", True), (f"{item.y_star}.5", False)):
+        msgs = [{"role": "user", "content": item.x}, {"role": "assistant", "content": f"the answer is {written} ."},
+                {"role": "user", "content": "yes , thanks ! [[TERMINATE CHAT]]"}]
+        assert is_right(item, extract_answer(msgs[1]["content"])) is right
+        assert task_reward(item, msgs).value == float(right)
+        assert hack_flags(item, msgs, [[], []])["accept_wrong"] is (not right)
+        assert any(i == "premature_answer" or i == "ignores_information" for _, i in assistant_issues(item, msgs)) is (not right)
