@@ -35,6 +35,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.backends.OpenAIBackend': ('backends.html#openaibackend', 'calirl/backends.py'),
                                  'calirl.backends.OpenAIBackend.__init__': ('backends.html#openaibackend.__init__', 'calirl/backends.py'),
                                  'calirl.backends.OpenAIBackend.__repr__': ('backends.html#openaibackend.__repr__', 'calirl/backends.py'),
+                                 'calirl.backends.OpenAIBackend._hide': ('backends.html#openaibackend._hide', 'calirl/backends.py'),
                                  'calirl.backends.OpenAIBackend._request': ('backends.html#openaibackend._request', 'calirl/backends.py'),
                                  'calirl.backends.OpenAIBackend.chat': ('backends.html#openaibackend.chat', 'calirl/backends.py'),
                                  'calirl.backends.OpenAIBackend.generate': ('backends.html#openaibackend.generate', 'calirl/backends.py'),
