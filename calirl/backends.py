@@ -154,6 +154,7 @@ class BackendError(RuntimeError):
     "A request to a generation backend failed (after retries where they apply)."
 
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+_NET_ERRORS = (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError, HTTPException)
 
 class OpenAIBackend(Backend):
     "Chat completions from an OpenAI-compatible HTTP endpoint (text only), with timeouts, retries and a key from the environment."
@@ -164,7 +165,12 @@ class OpenAIBackend(Backend):
         self.timeout, self.max_retries, self.backoff, self.max_backoff = timeout, max_retries, backoff, max_backoff
         self.max_workers, self.on_error = max_workers, on_error
 
-    def __repr__(self): return f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})"
+    def _hide(self, s:str) -> str:
+        "`s` with the API key masked as `***`: every text that leaves the backend passes through here."
+        key = os.environ.get(self.api_key_env) or ""
+        return s.replace(key, "***") if key else s
+
+    def __repr__(self): return self._hide(f"OpenAIBackend(base_url={self.base_url!r}, model={self.model!r}, api_key_env={self.api_key_env!r})")
 
     def _request(self, method:str, path:str, payload:dict|None=None) -> dict:
         "Send one request with retries; return the decoded JSON answer or raise `BackendError` (never showing the key)."
@@ -172,25 +178,26 @@ class OpenAIBackend(Backend):
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key: headers["Authorization"] = f"Bearer {key}"
         data = None if payload is None else json.dumps(payload).encode()
-        hide = (lambda s: s.replace(key, "***")) if key else (lambda s: s)
+        why, fatal = "", ""
         for attempt in range(self.max_retries + 1):
-            wait, why = None, ""
+            wait = None
             try:
                 req = urllib.request.Request(url, data=data, headers=headers, method=method)
-                with urllib.request.urlopen(req, timeout=self.timeout) as r: return json.loads(r.read().decode())
+                with urllib.request.urlopen(req, timeout=self.timeout) as r: raw = r.read()
             except urllib.error.HTTPError as e:
-                body = hide(e.read().decode(errors="replace")[:300])
-                why = f"HTTP {e.code} {e.reason}: {body}"
-                if e.code not in _RETRY_STATUS: raise BackendError(f"{method} {url} failed: {why}") from None
+                why = self._hide(f"HTTP {e.code} {e.reason}: {self._hide(e.read().decode(errors='replace'))[:300]}")
+                if e.code not in _RETRY_STATUS: fatal = f"failed: {why}"
                 ra = e.headers.get("Retry-After") if e.headers else None
                 if ra and ra.replace(".", "", 1).isdigit(): wait = float(ra)
-            except (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError, HTTPException) as e:
-                why = hide(f"{type(e).__name__}: {getattr(e, 'reason', e)}")
-            except json.JSONDecodeError as e:
-                raise BackendError(f"{method} {url} answered with invalid JSON ({e})") from None
+            except _NET_ERRORS as e:
+                why = self._hide(f"{type(e).__name__}: {getattr(e, 'reason', e)}")
+            else:
+                try: return json.loads(raw)
+                except ValueError as e: fatal = f"answered with invalid JSON ({e})"
+            if fatal: break
             if attempt < self.max_retries:
                 time.sleep(min(self.max_backoff, wait if wait is not None else self.backoff * 2 ** attempt * (1 + 0.25 * _random.random())))
-        raise BackendError(f"{method} {url} failed after {self.max_retries + 1} attempts: {why}")
+        raise BackendError(self._hide(f"{method} {url} {fatal or f'failed after {self.max_retries + 1} attempts: {why}'}"))   # outside `except`: no chained raw error
 
     def models(self) -> list[str]:
         "The model ids the endpoint serves (`GET /models`)."
@@ -203,9 +210,10 @@ class OpenAIBackend(Backend):
         try:
             ch = self._request("POST", "/chat/completions", body)["choices"][0]
             return Completion([], ch["message"].get("content") or "", None, ch.get("finish_reason") or "stop")
-        except (BackendError, KeyError, IndexError, TypeError) as e:
-            if self.on_error == "raise": raise e if isinstance(e, BackendError) else BackendError(f"malformed answer from {self.base_url}: {e!r}") from None
-            return Completion([], "", None, f"error: {e}")
+        except BackendError as e: err = e
+        except (KeyError, IndexError, TypeError, AttributeError) as e: err = BackendError(self._hide(f"malformed answer from {self.base_url}: {e!r}"))
+        if self.on_error == "raise": raise err
+        return Completion([], "", None, f"error: {err}")
 
     def generate_chat(self, messages_batch, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):
         "One `Completion` per conversation, sent concurrently; `stop_token_ids` is ignored (the server stops at its own eos)."

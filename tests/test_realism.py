@@ -55,9 +55,18 @@ def test_lsm_is_one_for_identical_distributions_and_lower_otherwise():
     assert R.lsm_resampled(c, q) < R.lsm_resampled(c, c) < 1
     assert 0 <= R.lsm(p, q / q.sum()) <= 1
 
-def test_function_word_categories_are_nine_and_disjoint():
-    assert len(R.FUNCTION_WORDS) == 9
-    assert sum(map(len, R.FUNCTION_WORDS.values())) == len(set().union(*R.FUNCTION_WORDS.values()))
+def test_each_function_word_counts_once_in_its_own_category_and_lsm_reads_every_category():
+    cats = list(R.FUNCTION_WORDS.values())
+    n = len(cats)
+    eye = np.eye(n + 1, dtype=int)
+    for k, ws in enumerate(cats):
+        for w in ws: assert R.category_counts([w]).tolist() == eye[k].tolist(), w   # a word in two categories fails one
+    assert R.category_counts(["zebra quokka"]).tolist() == (2 * eye[n]).tolist()    # other words: the last entry
+    base = np.ones(n + 1)
+    for k in range(n + 1):
+        q = base.copy()
+        q[k] = 3.0
+        assert (R.lsm(base, q) < 1) == (k < n), k     # a change in any category lowers LSM; in the other words, not
 
 def test_session_lsm_minimum_length_rule():
     short = [Message("user", "hi ."), Message("assistant", "what is the note ?")] * 3
