@@ -1,8 +1,9 @@
 """The `calirl` command: fast start, clear errors, a real smoke reproduction, resume, failure and interrupt."""
-import json, os, signal, subprocess, sys, time
+import errno, json, os, signal, subprocess, sys, time
 from pathlib import Path
 import nbformat, pytest
 from conftest import ROOT, BIN, calirl, copy_project
+from calirl.core import load_profile
 
 def _one_clear_error(r, *needles):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -37,8 +38,14 @@ def test_profiles_lists_every_profile():
 def test_dry_run_paper_prints_plan_and_runs_nothing(project):
     r = calirl("reproduce", "--profile", "paper", "--dry-run", cwd=project / "nbs")   # found from a subfolder
     assert r.returncode == 0, r.stderr
-    assert "G=32" in r.stdout or "profile [paper]" in r.stdout
-    assert "to run" in r.stdout and not (project / "runs" / "paper").exists()
+    paper, tiny = (load_profile(n, project / "settings.ini") for n in ("paper", "tiny"))
+    grpo = r.stdout.split("] 09_grpo ")[1].splitlines()[1] + ","               # the parameters line of 09_grpo
+    for k in ("G", "grpo_batch", "grpo_lr", "max_new_tokens", "device", "rollout_backend"):
+        assert getattr(paper, k) != getattr(tiny, k), k                         # a value only [paper] has
+        assert f" {k}={getattr(paper, k)}," in grpo, (k, grpo)
+    assert "estimated total:" in r.stdout and "GPU-hours" in r.stdout           # a GPU profile gets a cost estimate
+    assert f"{len(list((project / 'nbs').glob('[0-9]*.ipynb')))} notebook(s) to run, 0 up to date" in r.stdout
+    assert not (project / "runs" / "paper").exists()
 
 def test_bad_inputs_get_one_clear_error(project, tmp_path):
     _one_clear_error(calirl("reproduce", "--profile", "tinny", cwd=project), "unknown profile 'tinny'", "did you mean `tiny`", "valid profiles: tiny, smoke, paper")
@@ -56,6 +63,7 @@ def test_bad_inputs_get_one_clear_error(project, tmp_path):
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
     project, r = smoke_reproduction
     assert r.returncode == 0, r.stderr[-5000:]
+    assert "without encryption" not in r.stderr, r.stderr[-5000:]                # kernels talk over IPC, quietly
     st = _state(project)
     names = [p.stem for p in sorted((project / "nbs").glob("[0-9]*.ipynb"))]
     assert sorted(st) == names and all(v["status"] == "ok" for v in st.values()), st
@@ -71,7 +79,8 @@ def test_failing_notebook_names_cell_and_executed_copy(project):
     r = calirl("reproduce", "--profile", "smoke", "--only", "99_fail", cwd=project)
     assert r.returncode == 1
     out = project / "runs/smoke/notebooks/99_fail.ipynb"
-    assert "notebook 99_fail failed in cell" in r.stderr and "broken on purpose" in r.stderr and str(out) in r.stderr, r.stderr
+    assert "notebook 99_fail failed in cell 2 of nbs/99_fail.ipynb (`raise ValueError('broken on purpose')`)" in r.stderr, r.stderr
+    assert "ValueError: broken on purpose" in r.stderr and str(out) in r.stderr, r.stderr
     assert out.exists() and _state(project)["99_fail"]["status"] == "failed"
 
 def test_interrupted_run_resumes_without_redoing_work(project):
@@ -105,3 +114,96 @@ def test_interrupted_run_resumes_without_redoing_work(project):
     assert "[1/1] 99_slow" in r.stderr, r.stderr                               # only the unfinished notebook ran
     assert (project / "runs/smoke/artifacts/slow.txt").read_text() == "whole"
     assert not list((project / "runs/smoke/artifacts").glob(".*tmp-*"))      # stale temporaries swept
+
+def _ok_run(project):
+    "A one-notebook project run that succeeds: (run dir, executed copy, first result)."
+    _add_nb(project, "99_ok.ipynb", "from pathlib import Path", "(Path(run_dir) / 'ok.txt').write_text('ok')")
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", cwd=project)
+    assert r.returncode == 0 and _state(project)["99_ok"]["status"] == "ok", r.stderr
+    return project / "runs/smoke", project / "runs/smoke/notebooks/99_ok.ipynb", r
+
+def test_kernel_runs_quietly_one_progress_line_per_notebook(project):
+    _, _, r = _ok_run(project)
+    assert "without encryption" not in r.stdout + r.stderr, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("calirl reproduce [smoke]: 1 to run"), lines   # nothing but progress
+    assert lines[1] == "[1/1] 99_ok …" and lines[2].startswith("✓ 99_ok ") and lines[3].startswith("done in"), lines
+
+@pytest.mark.parametrize("damage", [b'{"99_ok": {"status": "ok", "finger', b"\x89PNG\r\n\x1a garbage", b"", b"[]", b'{"x": 3}'],
+                         ids=["truncated", "garbage", "empty", "list", "wrong-shape"])
+def test_damaged_state_is_set_aside_and_done_work_recovered(project, damage):
+    run_dir, out, _ = _ok_run(project)
+    before = out.stat().st_mtime_ns
+    (run_dir / "state.json").write_bytes(damage)
+    d = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", "--dry-run", cwd=project)
+    assert d.returncode == 0 and "Traceback" not in d.stderr and len(d.stderr.splitlines()) == 1, d.stderr
+    assert "state.json is damaged" in d.stderr and "99_ok                  done" in d.stdout, (d.stderr, d.stdout)
+    assert (run_dir / "state.json").read_bytes() == damage                      # a dry run changes nothing
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", cwd=project)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "nothing to run" in r.stderr and sum("set aside" in l for l in r.stderr.splitlines()) == 1, r.stderr
+    kept = list(run_dir.glob("state.json.corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == damage and kept[0].name in r.stderr, kept
+    assert out.stat().st_mtime_ns == before and _state(project)["99_ok"]["status"] == "ok"   # nothing reran
+
+def test_stale_temporaries_and_old_folders_are_swept(project):
+    art = project / "runs/smoke/artifacts"
+    for stale in (art / ".model.old-1234abcd", art / "sub/.x.parquet.old-9f9f9f9f", art / ".y.json.tmp-5678abcd"):
+        stale.mkdir(parents=True)
+        (stale / "weights.bin").write_text("left by an interrupted swap")
+    _ok_run(project)
+    assert not [p.name for p in art.rglob(".*.old-*")] + [p.name for p in art.rglob(".*.tmp-*")]
+
+def test_non_utf8_settings_is_one_line(project):
+    ini = project / "settings.ini"
+    ini.write_bytes(ini.read_bytes().replace(b"[smoke]\n", b"[smoke]\n# caf\xe9 latin-1\n"))
+    for args in (("profiles",), ("reproduce", "--dry-run")):
+        _one_clear_error(calirl(*args, cwd=project), "settings.ini is not UTF-8")
+
+def test_runs_that_cannot_be_created_is_one_line(project):
+    _add_nb(project, "99_ok.ipynb", "x = 1")
+    (project / "runs").write_text("a file where the runs folder should be")
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", cwd=project)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("calirl: error: cannot write") and "runs" in r.stderr, r.stderr
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores a read-only folder's permissions; the test above covers an unwritable runs/")
+def test_read_only_runs_is_one_line(project):
+    _add_nb(project, "99_ok.ipynb", "x = 1")
+    (project / "runs").mkdir()
+    (project / "runs").chmod(0o555)
+    try: r = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", cwd=project)
+    finally: (project / "runs").chmod(0o755)
+    assert r.returncode != 0 and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+_FULL_DISK = """
+import errno, sys
+import papermill.iorw as io
+def full(self, buf, path):
+    with open(path, "w") as f: f.write(buf[: len(buf) // 2])
+    raise OSError(errno.ENOSPC, "No space left on device", path)
+io.LocalHandler.write = full
+import calirl.pipeline
+def no_state(obj, path): raise OSError(errno.ENOSPC, "No space left on device", str(path))
+if sys.argv[1] == "state": calirl.pipeline.save_json = no_state
+from calirl.cli import main
+sys.exit(main(["reproduce", "--profile", "smoke", "--only", "99_ok", "--force"]))
+"""
+
+@pytest.mark.parametrize("what", ["notebook", "state"])
+def test_full_disk_is_one_line_and_loses_nothing(project, what):
+    run_dir, out, _ = _ok_run(project)
+    copy, state = out.read_bytes(), (run_dir / "state.json").read_bytes()
+    r = subprocess.run([sys.executable, "-c", _FULL_DISK, what], cwd=project, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "No space left on device" in r.stderr, r.stderr
+    assert sum(l.startswith(("✗", "calirl: error")) for l in r.stderr.splitlines()) == 1, r.stderr
+    assert out.read_bytes() == copy                                              # the previous executed copy is whole
+    assert not list((run_dir / "notebooks").glob(".*tmp-*")), list((run_dir / "notebooks").iterdir())
+    json.loads((run_dir / "state.json").read_text())
+    if what == "state": assert (run_dir / "state.json").read_bytes() == state
+
+@pytest.mark.parametrize("arg", ["--n=0", "--rounds=-1", "--max-new-tokens=0", "--hidden=-3", "--layers=0", "--n=two"])
+def test_bench_rejects_non_positive_sizes(arg):
+    r = calirl("bench", "rollout", "--n=1", arg, cwd=ROOT)                      # the last --n wins
+    _one_clear_error(r, f"argument {arg.split('=')[0]}")
+    assert len(r.stderr.splitlines()) == 1, r.stderr
