@@ -202,7 +202,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.pipeline.save_step': ('reproduce.html#save_step', 'calirl/pipeline.py'),
                                  'calirl.pipeline.select': ('reproduce.html#select', 'calirl/pipeline.py'),
                                  'calirl.pipeline.set_aside_state': ('reproduce.html#set_aside_state', 'calirl/pipeline.py'),
-                                 'calirl.pipeline.settings_file': ('reproduce.html#settings_file', 'calirl/pipeline.py'),
                                  'calirl.pipeline.source_cell': ('reproduce.html#source_cell', 'calirl/pipeline.py'),
                                  'calirl.pipeline.state_problem': ('reproduce.html#state_problem', 'calirl/pipeline.py'),
                                  'calirl.pipeline.sweep_stale': ('reproduce.html#sweep_stale', 'calirl/pipeline.py')},

@@ -10,7 +10,7 @@ import argparse, sys
 from dataclasses import fields
 from pathlib import Path
 from .core import Profile, ProfileError, parse_overrides, read_profiles, load_profile
-from .pipeline import PipelineError, find_project, format_plan, make_plan, run_paths, run_plan, settings_file, state_problem
+from .pipeline import PipelineError, find_project, format_plan, make_plan, run_paths, run_plan, state_problem
 
 # %% ../nbs/00b_cli.ipynb #dd4c2ed5
 class _Parser(argparse.ArgumentParser):
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 def _profiles(root:Path, keys:bool) -> None:
-    ini = settings_file(root)
+    ini = root / "settings.ini"
     profs = read_profiles(ini)
     w = max(map(len, profs))
     for n in profs: print(f"{n:<{w}}  {load_profile(n, ini).description}")

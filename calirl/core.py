@@ -184,7 +184,11 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
     if not path.is_file(): raise ProfileError(f"no profile file at {path}; run from a calirl checkout or pass --root")
     cp = configparser.ConfigParser(interpolation=None, default_section="__none__")
     cp.optionxform = str  # keep `G` and `H` upper-case
-    try: cp.read(path)
+    try: text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as UTF-8") from None
+    except OSError as e: raise ProfileError(f"cannot read {path}: {e.strerror}") from None
+    try: cp.read_string(text, source=str(path))
     except configparser.Error as e: raise ProfileError(f"{path} is not a valid INI file: {e}") from None
     raw = {s: dict(cp[s]) for s in cp.sections()}
     def resolve(name, seen=()):

@@ -5,11 +5,10 @@ second run does no work. No paper section: this is the machinery that regenerate
 
 # %% auto #0
 __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'PAPER_COST', 'STALE', 'PipelineError',
-           'find_project', 'settings_file', 'list_notebooks', 'select', 'declared_parameters', 'notebook_parameters',
-           'code_digest', 'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state',
-           'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours',
-           'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'run_environment',
-           'run_plan']
+           'find_project', 'list_notebooks', 'select', 'declared_parameters', 'notebook_parameters', 'code_digest',
+           'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state', 'state_problem',
+           'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale',
+           'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'run_environment', 'run_plan']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -31,16 +30,6 @@ def find_project(start:str|Path|None=None) -> Path:
         if (d / "settings.ini").is_file() and (d / "nbs").is_dir(): return d
     raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {here}; "
                         "run from a clone of the calirl repository or pass --root")
-
-def settings_file(root:str|Path) -> Path:
-    "`root/settings.ini`, checked to be readable UTF-8 text (the profiles are read as such)."
-    p = Path(root) / "settings.ini"
-    try: p.read_bytes().decode("utf-8")
-    except FileNotFoundError: return p                      # load_profile says what to do
-    except UnicodeDecodeError as e:
-        raise PipelineError(f"{p} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as UTF-8") from None
-    except OSError as e: raise PipelineError(f"cannot read {p}: {e.strerror}") from None
-    return p
 
 def list_notebooks(root:str|Path) -> list[Path]:
     "The pipeline's notebooks under `root/nbs`, in run order."
@@ -177,7 +166,7 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
     "Validate profile `profile_name` and plan the run of every notebook under `root`."
     root = Path(root)
     if only and start: raise PipelineError("use either --only or --from, not both")
-    prof = load_profile(profile_name, settings_file(root), overrides)
+    prof = load_profile(profile_name, root / "settings.ini", overrides)
     nbs = list_notebooks(root)
     if not nbs: raise PipelineError(f"no numbered notebooks in {root / 'nbs'}")
     names = [p.stem for p in nbs]
