@@ -9,7 +9,7 @@ __all__ = ['positive_int', 'main']
 import argparse, sys
 from dataclasses import fields
 from pathlib import Path
-from .core import Profile, ProfileError, parse_overrides, read_profiles, load_profile
+from .core import Profile, ProfileError, key_range, parse_overrides, read_profiles, load_profile
 from .pipeline import PipelineError, find_project, format_plan, make_plan, run_paths, run_plan, state_problem
 
 # %% ../nbs/00b_cli.ipynb #dd4c2ed5
@@ -63,7 +63,9 @@ def _profiles(root:Path, keys:bool) -> None:
         for f in fields(Profile):
             if f.name in ("name", "description"): continue
             ch = f" [{'|'.join(f.metadata['choices'])}]" if f.metadata["choices"] else ""
-            print(f"{f.name:<20} {getattr(f.type, '__name__', str(f.type)):<9} {f.metadata['help']}{ch}")
+            md = f.metadata
+            rng = key_range(md) if any(md.get(b) is not None for b in ("lo", "hi", "gt", "lt")) else ""
+            print(f"{f.name:<20} {getattr(f.type, '__name__', str(f.type)):<11} {rng:<18} {md['help']}{ch}")
 
 def _note_damaged_state(root:Path, name:str) -> None:
     "For a dry run: one line on stderr when the state file of profile `name` is damaged."
