@@ -268,8 +268,8 @@ def source_cell(executed:str|Path, src:str|Path, idx:int) -> tuple[int, str]:
     return i, (lines or [""])[0][:100]
 
 # %% ../nbs/00a_reproduce.ipynb #18925f04
-def quiet_kernel_manager() -> type:
-    "A kernel manager class for papermill whose kernels use IPC sockets in the temp folder (no TCP warning)."
+def quiet_kernel_manager(log:str|Path|None=None) -> type:
+    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`."
     from jupyter_client import AsyncKernelManager
     from traitlets import default
     class IPCKernelManager(AsyncKernelManager):
@@ -277,6 +277,10 @@ def quiet_kernel_manager() -> type:
         def _transport_ipc(self): return "ipc"
         @default("ip")
         def _ip_in_tmp(self): return os.path.join(tempfile.gettempdir(), f"calirl-kernel-{uuid.uuid4().hex[:12]}")
+        async def _async_launch_kernel(self, kernel_cmd:list, **kw):
+            if log is None: return await super()._async_launch_kernel(kernel_cmd, **kw)
+            with open(log, "wb") as f:                      # the kernel (and what it starts) keeps its own copy of the fd
+                return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f, "stderr": f})
     return IPCKernelManager
 
 # %% ../nbs/00a_reproduce.ipynb #642f141b
@@ -308,7 +312,7 @@ def _execute(s:Step, out:Path, progress:bool) -> None:
     import papermill as pm
     tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.ipynb")     # papermill wants the suffix
     try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", cwd=str(s.path.parent),
-                             progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager())
+                             progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log")))
     finally: keep_if_whole(tmp, out)
 
 def _failure(s:Step, out:Path, root:Path, e) -> str:
@@ -317,7 +321,7 @@ def _failure(s:Step, out:Path, root:Path, e) -> str:
     except (OSError, ValueError, LookupError, TypeError): i, first = "?", "?"
     src = s.path.relative_to(root) if s.path.is_relative_to(root) else s.path
     return (f"✗ notebook {s.name} failed in cell {i} of {src} (`{first}`): {e.ename}: {e.evalue}\n"
-            f"  open the executed copy: {out}")
+            f"  open the executed copy: {out} (its process output: {out.with_suffix('.log')})")
 
 def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[str, int]:
     "Execute step `s` into `out`: its status and exit code, reported in one line on failure."

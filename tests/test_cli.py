@@ -123,11 +123,17 @@ def _ok_run(project):
     return project / "runs/smoke", project / "runs/smoke/notebooks/99_ok.ipynb", r
 
 def test_kernel_runs_quietly_one_progress_line_per_notebook(project):
-    _, _, r = _ok_run(project)
+    noisy = ("import os, subprocess, sys\nos.write(2, b'a C library warns\\n')\n"
+             "subprocess.run([sys.executable, '-c', 'import sys; print(\"a worker warns\", file=sys.stderr)'])")
+    _add_nb(project, "99_noisy.ipynb", noisy)
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_noisy", cwd=project)
+    assert r.returncode == 0, r.stderr
     assert "without encryption" not in r.stdout + r.stderr, r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 4 and lines[0].startswith("calirl reproduce [smoke]: 1 to run"), lines   # nothing but progress
-    assert lines[1] == "[1/1] 99_ok …" and lines[2].startswith("✓ 99_ok ") and lines[3].startswith("done in"), lines
+    assert lines[1] == "[1/1] 99_noisy …" and lines[2].startswith("✓ 99_noisy ") and lines[3].startswith("done in"), lines
+    log = (project / "runs/smoke/notebooks/99_noisy.log").read_text()
+    assert "a C library warns" in log and "a worker warns" in log, log                # kept, not lost
 
 @pytest.mark.parametrize("damage", [b'{"99_ok": {"status": "ok", "finger', b"\x89PNG\r\n\x1a garbage", b"", b"[]", b'{"x": 3}'],
                          ids=["truncated", "garbage", "empty", "list", "wrong-shape"])
