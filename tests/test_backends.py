@@ -37,7 +37,7 @@ def _forward_logprobs(model, prompt, completion, T):
     with torch.no_grad(): z = model(x).logits[0, len(prompt) - 1:-1].float() / T   # (C, V)
     return torch.log_softmax(z, -1).gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)  # (C,)
 
-# --- the tiny-model builder: a saved tokenizer reloads as itself (FINDINGS: the tokenizer trap) -----------------
+# --- the tiny-model builder: a saved tokenizer reloads as itself (the tokenizer trap) -----------------
 
 @pytest.mark.parametrize("arch", ["qwen2", "gemma3"])
 @pytest.mark.parametrize("role", ["policy", "simulator"])
