@@ -40,7 +40,7 @@ torch.set_num_threads(int(sys.argv[1]))
 from calirl import realism as R
 from calirl.tasks import TASKS, tiny_items
 from calirl.users import artifact_simulator, scripted_human
-items = [it for t in TASKS for it in tiny_items(t, "eval", 30, seed=3)]
+items = [it for t in TASKS for it in tiny_items(t, "eval", 12, seed=3)]
 P, Q = (R._texts(R.dialogues_with(u, items, 3, seed=3)) for u in (artifact_simulator(), scripted_human()))
 print(repr(R.mauve_mean_std(P, Q, n_seeds=3)))
 """

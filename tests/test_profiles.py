@@ -1,7 +1,9 @@
 """Run profiles are validated when a run is planned: every bad value, in `settings.ini` or from `-p`, stops
 `calirl reproduce --dry-run` with one line that names the key and exit status 2, before any notebook runs."""
+from types import SimpleNamespace
 import pytest
 from conftest import ROOT, calirl
+from calirl.cli import main
 
 BAD = [  # (key=value, what the one line must say besides the key)
     ("grpo_lr=nan", "finite"), ("grpo_lr=inf", "finite"), ("eps_low=-inf", "finite"), ("kl_beta=NaN", "finite"),
@@ -42,12 +44,19 @@ def proj(tmp_path_factory):
 def test_bad_override_gets_one_line_and_exit_2(proj, kv, needle):
     _one_line_naming(calirl("reproduce", "--profile", "smoke", "--dry-run", "-p", kv, "--root", proj, cwd=proj), _key(kv), needle)
 
+def _in_process(capsys, *args) -> SimpleNamespace:
+    "`calirl *args` run in this process (the console script's `main`), as a finished process would report it."
+    try: code = main([str(a) for a in args])
+    except SystemExit as e: code = e.code
+    out = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
 @pytest.mark.parametrize("kv,needle", BAD, ids=[kv for kv, _ in BAD])
-def test_bad_value_in_settings_ini_gets_one_line_and_exit_2(tmp_path, kv, needle):
+def test_bad_value_in_settings_ini_gets_one_line_and_exit_2(tmp_path, capsys, kv, needle):
     (tmp_path / "nbs").mkdir()
     k, _, v = kv.partition("=")
     (tmp_path / "settings.ini").write_text((ROOT / "settings.ini").read_text() + f"\n[bad]\ninherit = smoke\n{k} = {v}\n")
-    _one_line_naming(calirl("reproduce", "--profile", "bad", "--dry-run", "--root", tmp_path, cwd=tmp_path), k, needle)
+    _one_line_naming(_in_process(capsys, "reproduce", "--profile", "bad", "--dry-run", "--root", tmp_path), k, needle)
 
 @pytest.mark.parametrize("profile", ["tiny", "smoke", "ablation", "validity", "paper"])
 def test_every_profile_of_the_project_validates(profile):
