@@ -24,6 +24,7 @@ import numpy as np, pandas as pd
 from .core import seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
+from .dialogue import strip_terminal
 from .users import HUMAN, ScriptedUser, UserKnobs, artifact_simulator, outcome_rates, scripted_human
 from .theory import bound_32_H2
 
@@ -55,11 +56,11 @@ def _shape(item:TaskItem, text:str) -> str:
     "A message's phrasing: numbers and the item's own words (names, objects, document words) masked."
     g = item.goal
     keep = {g["name"], g["obj"]} if item.task == "math-chat" else {w for s in g["draft"] + g["target"] for w in s}
-    return " ".join("#" if w.lstrip("-").isdigit() or w in keep else w for w in text.replace("[[TERMINATE CHAT]]", "").split())
+    return " ".join("#" if w.lstrip("-").isdigit() or w in keep else w for w in strip_terminal(text).split())
 
 def artifact_rate(name:str, dialogues:list, items:list[TaskItem]) -> float:
     "How often artifact `name` shows in scripted `dialogues` about `items` (see above)."
-    acts = [[set(a) for a in d.meta["user_acts"]] for d in dialogues]
+    acts = [[set(a) for a in d.user_acts] for d in dialogues]
     if name in ("leak_hidden", "leak_answer"): return float(np.mean([name in a[0] for a in acts]))
     if name == "accept_wrong": return outcome_rates(dialogues)["accept_wrong_rate"]
     if name == "deflect":
@@ -69,8 +70,8 @@ def artifact_rate(name:str, dialogues:list, items:list[TaskItem]) -> float:
     if name == "collapse":                       # share of messages in their act's most common phrasing
         by_id, groups = {it.item_id: it for it in items}, {}
         for d in dialogues:
-            for m, a in zip([m for m in d.messages if m.role == "user"], d.meta["user_acts"]):
-                groups.setdefault(tuple(sorted(set(a) - {"typo"})), []).append(_shape(by_id[d.item_id], m.content))
+            for m, a in zip([m for m in d.messages if m["role"] == "user"], d.user_acts):
+                groups.setdefault(tuple(sorted(set(a) - {"typo"})), []).append(_shape(by_id[d.item_id], m["content"]))
         return sum(pd.Series(v).value_counts().iloc[0] for v in groups.values()) / max(sum(map(len, groups.values())), 1)
     raise ValueError(f"unknown artifact {name!r}; valid: {', '.join(USER_ARTIFACTS)}")
 

@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from .core import artifact_path, require_artifact
 from .tasks import tiny_items, TASKS
-from .users import ScriptedAssistant, converse, scripted_human, world_corpus
+from .dialogue import converse
+from .users import ScriptedAssistant, scripted_human, world_corpus
 
 # %% ../nbs/04b_base_policy.ipynb #e8d5b17b
 def write_source(path:str|Path, name:str) -> Path:
@@ -32,7 +33,7 @@ def demonstrations(n:int, ask_rate:float, slip:float, H:int, seed:int=0) -> list
     out = []
     for task in TASKS:
         ds = converse(scripted_human(), ScriptedAssistant(ask_rate, slip), tiny_items(task, "train", n, seed), H, seed)
-        out += [d.chat() for d in ds]
+        out += [d.messages for d in ds]
     return out
 
 # %% ../nbs/04b_base_policy.ipynb #b251788c

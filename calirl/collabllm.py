@@ -7,20 +7,20 @@ and train the base policy offline with DPO."""
 
 # %% auto #0
 __all__ = ['MR_WEIGHTS', 'MR_WINDOW', 'MR_SAMPLES', 'MR_MIN_GAP', 'PAIR_COLUMNS', 'DPO_EPOCHS', 'MRWeights', 'token_penalty',
-           'interactivity', 'turn_kind', 'conversation_reward', 'user_state', 'forward_sample',
-           'multiturn_aware_rewards', 'pick_pair', 'preference_row', 'contexts_from_traces', 'sample_contexts',
-           'collabllm_artifact']
+           'interactivity', 'conversation_reward', 'user_state', 'forward_sample', 'multiturn_aware_rewards',
+           'pick_pair', 'preference_row', 'contexts_from_traces', 'sample_contexts', 'collabllm_artifact']
 
 # %% ../nbs/09a_collabllm.ipynb #c9c39482
 import random, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .core import Message, artifact_path
-from .tasks import TaskItem, extract_answer, extract_doc, render_doc
+from .core import artifact_path
+from .tasks import TaskItem, render_doc
+from .dialogue import Conversation, prefix_ends, take_turns, turn_kind
 from .rewards import task_reward
-from .users import _facts
-from .backends import chat_prompt_ids
+from .users import fact_order
+from .rollout import TextPolicy
 
 # %% ../nbs/09a_collabllm.ipynb #5a3a65db
 @dataclass(frozen=True)
@@ -44,11 +44,6 @@ def interactivity(window_acts:list[list[str]]) -> float:
     "1.0 if a user turn of the forward window revealed withheld information (it answered a question), else 0.0."
     return float(any("reveal" in a for a in window_acts))
 
-def turn_kind(item:TaskItem, text:str) -> str:
-    "`answer` (commits an answer or document), `ask` (a question, nothing committed) or `other`."
-    committed = extract_answer(text) if item.task == "math-chat" else extract_doc(text)
-    return "answer" if committed is not None else "ask" if "?" in text else "other"
-
 # %% ../nbs/09a_collabllm.ipynb #c330eba7
 def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]], n_tokens:int,
                         w:MRWeights|None=None) -> dict:
@@ -65,36 +60,20 @@ def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_ke
     opening, g = messages[0]["content"], item.goal
     if item.task == "math-chat": shown = {"a"} if str(g["a"]) in opening.split() else set()
     else: shown = {"draft"} if render_doc(g["draft"]) in opening else set()
-    hidden = [f for f in _facts(item) if f not in shown]
+    hidden = [f for f in fact_order(item) if f not in shown]
     n_rev = sum("reveal" in a for a in acts[1:])
     revealed = list(hidden) if any("leak_hidden" in a for a in acts) else hidden[:n_rev]
     return {"seed": seed_key, "hidden": hidden, "revealed": revealed,
             "assistant_turns": sum(m["role"] == "assistant" for m in messages)}
 
-# %% ../nbs/09a_collabllm.ipynb #25291c4e
-def _chat(messages:list[dict]) -> list[Message]: return [Message(m["role"], m["content"]) for m in messages]
-
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],
                    max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None) -> tuple[list, list]:
     "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn."
-    chats, acts = [[dict(m) for m in c] for c in chats], [[] for _ in chats]
-    max_len = max_len or getattr(tok, "model_max_length", 10**9)
-    live = [i for i in range(len(chats)) if windows[i] > 0]
-    for r in range(max(windows, default=0)):
-        live = [i for i in live if r < windows[i]]
-        if not live: break
-        turns = user.respond([items[i] for i in live], [_chat(chats[i]) for i in live], [states[i] for i in live])
-        nxt = []
-        for i, u in zip(live, turns):
-            chats[i].append({"role": "user", "content": u.text}); acts[i].append(list(u.acts))
-            if not u.terminate: nxt.append(i)
-        prompts = {i: chat_prompt_ids(tok, chats[i]) for i in nxt}
-        live = sorted((i for i in nxt if len(prompts[i]) + max_new_tokens <= max_len), key=lambda i: len(prompts[i]))  # less padding
-        if not live: break
-        outs = policy.generate([prompts[i] for i in live], max_new_tokens, temperature, seed=seed * 1009 + r)
-        for i, o in zip(live, outs): chats[i].append({"role": "assistant", "content": o.text})
-    return chats, acts
+    convs = [Conversation(it.item_id, it.task, messages=[dict(m) for m in c]) for it, c in zip(items, chats)]
+    speaker = TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len)
+    take_turns(user, speaker, items, convs, states, [2 * w for w in windows])
+    return [c.messages for c in convs], [c.user_acts for c in convs]
 
 # %% ../nbs/09a_collabllm.ipynb #318ee5e6
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
@@ -151,11 +130,9 @@ def contexts_from_traces(trajs:list, items:dict[str, TaskItem], H:int) -> list[d
     out = []
     for t in trajs:
         if t.item_id not in items: raise KeyError(f"oracle trace {t.item_id!r} has no item; were the traces made with another seed or world?")
-        for k, m in enumerate(t.messages):
-            n_asst = sum(x["role"] == "assistant" for x in t.messages[:k])
-            if m["role"] == "user" and "[[TERMINATE CHAT]]" not in m["content"] and n_asst < H:
-                uk = sum(x["role"] == "user" for x in t.messages[:k + 1])
-                out.append(dict(item=items[t.item_id], context=[dict(x) for x in t.messages[:k + 1]], acts=t.user_acts[:uk]))
+        for k in prefix_ends(t.messages, "user", H):
+            uk = sum(x["role"] == "user" for x in t.messages[:k + 1])
+            out.append(dict(item=items[t.item_id], context=[dict(x) for x in t.messages[:k + 1]], acts=t.user_acts[:uk]))
     return out
 
 def sample_contexts(contexts:list[dict], n:int, tasks:list[str], seed:int=0) -> list[dict]:

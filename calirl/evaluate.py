@@ -9,7 +9,8 @@ __all__ = ['METHODS', 'evaluation_user', 'score_conversations', 'evaluate_policy
 
 # %% ../nbs/10_evaluate.ipynb #32d4c1cb
 import pandas as pd
-from .tasks import TaskItem, final_answer
+from .tasks import TaskItem
+from .dialogue import asks, final_answer
 from .rewards import task_reward, bleu_char_nltk
 from .rollout import rollout
 
@@ -39,17 +40,18 @@ def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFram
     "One row per conversation: score, tokens, turns, first-turn question, termination."
     rows = []
     for t in trajs:
-        it = items[t.item_id]; s = task_reward(it, t.chat(), judge=judge)
+        it = items[t.item_id]
+        s = task_reward(it, t.messages, judge=judge)
         first = next((m["content"] for m in t.messages if m["role"] == "assistant"), "")
         row = dict(item_id=t.item_id, task=t.task, score=s.value, score_status=s.status, policy_tokens=t.n_policy_tokens,
-                   turns=t.n_policy_turns, asks_first="?" in first and (final_answer(it, [{"role": "assistant", "content": first}]) is None),
+                   turns=t.n_policy_turns, asks_first=asks(it, first),
                    termination=t.termination, accepted_wrong=any("accept_wrong" in a for a in t.user_acts))
-        if it.task == "docedit-chat": row["bleu_char"] = bleu_char_nltk(final_answer(it, t.chat()), it.y_star).value
+        if it.task == "docedit-chat": row["bleu_char"] = bleu_char_nltk(final_answer(it, t.messages), it.y_star).value
         rows.append(row)
     return pd.DataFrame(rows)
 
 def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int, judge="verifier"):
-    "Conversations of `policy` with the evaluation `user` on `items`, scored: (trajectories, DataFrame)."
+    "Conversations of `policy` with the evaluation `user` on `items`, scored: (conversations, DataFrame)."
     T = rollout(policy, tok, user, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     return T, score_conversations(T, {it.item_id: it for it in items}, judge)
 

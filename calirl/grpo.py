@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 import torch
-from .tasks import TaskItem, extract_answer, extract_doc, final_answer, is_right
+from .tasks import TaskItem
+from .dialogue import Conversation, asks, committed, final_answer, is_right, prefix_ends
 from .rewards import task_reward
 from .models import load_model, save_model
 from .users import SAY
 from .backends import HFBackend, VLLMBackend
-from .rollout import Trajectory, rollout
+from .rollout import rollout
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -167,14 +168,11 @@ _LEAK_ACTS, _LABELLED = {"leak_answer", "leak_hidden"}, {"open", "reveal", "reje
                                                           "nothing_left", "give_up", "early_stop", "leak_answer", "leak_hidden"}
 _ACCEPT = [re.sub(r"\s+", " ", s).strip() for s in SAY["accept"]]
 
-def _committed(item:TaskItem, text:str) -> str | None:
-    return extract_answer(text) if item.task == "math-chat" else extract_doc(text)
-
 def hack_flags(item:TaskItem, messages:list[dict], user_acts:list[list[str]]) -> dict:
     "Whether the user leaked before the scored answer, and whether it accepted a wrong answer at the end."
     users = [k for k, m in enumerate(messages) if m["role"] == "user"]
     acts = {k: set(a) for k, a in zip(users, user_acts)}
-    scored = max((k for k, m in enumerate(messages) if m["role"] == "assistant" and _committed(item, m["content"]) is not None), default=None)
+    scored = max((k for k, m in enumerate(messages) if m["role"] == "assistant" and committed(item, m["content"]) is not None), default=None)
     def leaked(k):
         if acts.get(k, set()) & _LEAK_ACTS: return True
         if acts.get(k, set()) & _LABELLED: return False                  # a labelled turn without a leak act
@@ -182,7 +180,7 @@ def hack_flags(item:TaskItem, messages:list[dict], user_acts:list[list[str]]) ->
         return bool(re.search(rf"(?<![\d-]){y}(?!\d)" if item.task == "math-chat" else y, messages[k]["content"]))
     leak = scored is not None and any(leaked(k) for k in users if 0 < k < scored)
     last, prev = messages[-1], messages[-2] if len(messages) > 1 else None
-    wrong = prev is not None and prev["role"] == "assistant" and (c := _committed(item, prev["content"])) is not None and not is_right(item, c)
+    wrong = prev is not None and prev["role"] == "assistant" and (c := committed(item, prev["content"])) is not None and not is_right(item, c)
     la = acts.get(len(messages) - 1, set())
     accepted = "accept_wrong" in la if la & _LABELLED else any(p in last["content"] for p in _ACCEPT)
     return dict(leak=leak, accept_wrong=bool(last["role"] == "user" and wrong and accepted))
@@ -217,14 +215,12 @@ def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     return task_reward_fn
 
 # %% ../nbs/09_grpo.ipynb #667f79ec
-def static_prompts(trajs:list[Trajectory], items:dict[str, TaskItem]) -> list[dict]:
+def static_prompts(trajs:list[Conversation], items:dict[str, TaskItem]) -> list[dict]:
     "One TRL conversational prompt per logged history prefix that ends with a (non-terminal) user message."
     rows = []
     for t in trajs:
         if t.item_id not in items: raise KeyError(f"oracle trace {t.item_id!r} has no training item; were the traces made with another seed or world?")
-        for k, m in enumerate(t.messages):
-            if m["role"] == "user" and "[[TERMINATE CHAT]]" not in m["content"]:
-                rows.append(dict(prompt=[dict(x) for x in t.messages[:k + 1]], item_id=t.item_id, task=t.task))
+        rows += [dict(prompt=[dict(x) for x in t.messages[:k + 1]], item_id=t.item_id, task=t.task) for k in prefix_ends(t.messages)]
     return rows
 
 def single_turn_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
@@ -234,8 +230,8 @@ def single_turn_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
         R = [task_reward(items[i], m, judge).value for i, m in zip(item_id, msgs)]
         if log_metric is not None:
             log_metric("episode/turns", 1.0); log_metric("episode/unscorable", _mean([r is None for r in R]))
-            log_metric("episode/no_answer", _mean([_committed(items[i], m[0]["content"]) is None for i, m in zip(item_id, msgs)]))
-            log_metric("episode/asks", _mean(["?" in m[0]["content"] and _committed(items[i], m[0]["content"]) is None for i, m in zip(item_id, msgs)]))
+            log_metric("episode/no_answer", _mean([committed(items[i], m[0]["content"]) is None for i, m in zip(item_id, msgs)]))
+            log_metric("episode/asks", _mean([asks(items[i], m[0]["content"]) for i, m in zip(item_id, msgs)]))
         return R
     task_reward_fn.__name__ = "task_reward"
     return task_reward_fn

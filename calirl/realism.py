@@ -8,10 +8,10 @@ for the scripted human, the artifact simulator and the Phase I SFT simulator."""
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'normalize', 'words', 'word_entropy', 'mattr', 'distinct_n',
            'minilm_embed', 'mauve_runs', 'mauve_score', 'mauve_mean_std', 'category_counts', 'lsm', 'lsm_resampled',
-           'session_lsm', 'withheld_facts', 'stated_facts', 'new_facts', 'text_state', 'assistant_asked', 'is_leak',
-           'user_act', 'act_label', 'TextAssistant', 'dialogues_with', 'replies', 'wrong_commit', 'sycophancy_probe',
-           'sycophancy_rate', 'goal_leaks', 'goal_leak_rate', 'termination_stats', 'history_prefixes',
-           'next_act_samples', 'act_distributions', 'delta_hat', 'realism_report']
+           'session_lsm', 'withheld_facts', 'stated_facts', 'new_facts', 'text_state', 'keyed', 'has_cue',
+           'assistant_asked', 'is_leak', 'user_act', 'act_label', 'TextAssistant', 'dialogues_with', 'replies',
+           'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks', 'goal_leak_rate', 'termination_stats',
+           'history_prefixes', 'next_act_samples', 'act_distributions', 'delta_hat', 'realism_report']
 
 # %% ../nbs/08_realism.ipynb #573699b0
 import os, random, re, sys, time
@@ -19,10 +19,9 @@ from contextlib import contextmanager
 from collections import Counter
 from dataclasses import dataclass, field
 import numpy as np, pandas as pd
-from .core import Dialogue, Message
-from .tasks import ADJS, TaskItem, extract_answer, extract_doc, render_doc
-from .prompts import has_terminal, strip_terminal
-from .users import ScriptedAssistant, converse
+from .tasks import ADJS, TaskItem, render_doc
+from .dialogue import Conversation, asks, converse, has_terminal, prefix_ends, strip_terminal
+from .users import ScriptedAssistant
 from .theory import bound_32_H2
 from .rewards import task_reward
 
@@ -167,14 +166,10 @@ def lsm_resampled(counts_a:np.ndarray, counts_b:np.ndarray, N:int=200, K:int=100
     draw = lambda c: rng.multinomial(N, np.asarray(c, float) / max(np.sum(c), 1), size=K) / N   # (K, 10)
     return float(lsm(draw(counts_a), draw(counts_b), eps).mean())
 
-def _rc(m) -> tuple[str, str]:
-    "(role, content) of a `Message` or a message dict."
-    return (m.role, m.content) if isinstance(m, Message) else (m["role"], m["content"])
-
 def session_lsm(messages:list, min_messages:int=10, min_words:int=200, N:int=200, K:int=100, eps:float=1e-9,
                 seed:int=0) -> float | None:
     "LSM between the user and the assistant of one session, or None when either side is below the minimum length."
-    sides = [[c for r, c in map(_rc, messages) if r == role and words(c)] for role in ("user", "assistant")]
+    sides = [[m["content"] for m in messages if m["role"] == role and words(m["content"])] for role in ("user", "assistant")]
     counts = [category_counts(s) for s in sides]
     if any(len(s) < min_messages or c.sum() < min_words for s, c in zip(sides, counts)): return None
     return lsm_resampled(*counts, N=N, K=K, eps=eps, seed=seed)
@@ -209,22 +204,23 @@ def stated_facts(item:TaskItem, text:str, candidates:list[str], opening:bool=Fal
 def _scan(item:TaskItem, chat:list) -> tuple[list, list]:
     "(withheld facts, facts told so far) after the user messages of `chat`."
     hidden, told = None, []
-    for r, c in map(_rc, chat):
-        if r != "user": continue
+    for m in chat:
+        if m["role"] != "user": continue
+        c = m["content"]
         if hidden is None: hidden = withheld_facts(item, c); told += [f for f in stated_facts(item, c, hidden, True) if f in hidden]
         else: told += [f for f in stated_facts(item, c, [f for f in hidden if f not in told]) if f in hidden]
     return hidden or [], told
 
 def new_facts(item:TaskItem, chat:list, text:str) -> list[str]:
     "The withheld facts (and `answer`) that user message `text` states for the first time after `chat`."
-    if not any(_rc(m)[0] == "user" for m in chat): return stated_facts(item, text, withheld_facts(item, text), True)
+    if not any(m["role"] == "user" for m in chat): return stated_facts(item, text, withheld_facts(item, text), True)
     hidden, told = _scan(item, chat)
     return stated_facts(item, text, [f for f in hidden if f not in told])
 
 def text_state(item:TaskItem, chat:list) -> dict:
     "A scripted user's state as the text of `chat` shows it: withheld facts, those told, assistant turns replied to."
     hidden, told = _scan(item, chat)
-    return {"hidden": hidden, "revealed": told, "assistant_turns": max(sum(_rc(m)[0] == "assistant" for m in chat) - 1, 0)}
+    return {"hidden": hidden, "revealed": told, "assistant_turns": max(sum(m["role"] == "assistant" for m in chat) - 1, 0)}
 
 # %% ../nbs/08_realism.ipynb #0171482c
 ACTS = ("reveal", "reject", "accept", "deflect", "nudge", "give_up", "leak", "other")
@@ -233,21 +229,23 @@ def _key(w:str) -> str:
     "A word's key: unchanged up to 3 letters, else first letter + sorted inner letters + last letter."
     return w if len(w) < 4 else w[0] + "".join(sorted(w[1:-1])) + w[-1]
 
-def _keyed(text:str) -> str: return " " + " ".join(map(_key, words(text))) + " "
+def keyed(text:str) -> str:
+    "`text` as space-delimited word keys, so that a cue matches whole words despite swapped inner letters."
+    return " " + " ".join(map(_key, words(text))) + " "
 
-_CUES = {k: [_keyed(p) for p in v] for k, v in dict(
+_CUES = {k: [keyed(p) for p in v] for k, v in dict(
     negative=["no", "not", "wrong", "incorrect", "nope", "give up", "never mind", "bye", "stop", "have to go", "quit"],
     deflect=["not sure", "do not know", "no idea", "what you mean", "told you everything", "all i have", "nothing else"],
     positive=["yes", "thanks", "thank", "great", "perfect", "right", "correct", "good"],
     request=["please", "solve", "fix", "write", "answer"]).items()}
 
-def _cue(keyed:str, kind:str) -> bool: return any(p in keyed for p in _CUES[kind] if p.strip())
+def has_cue(keys:str, kind:str) -> bool:
+    "Whether `keyed` text `keys` holds a cue of `kind` (negative, deflect, positive, request)."
+    return any(p in keys for p in _CUES[kind] if p.strip())
 
 def assistant_asked(item:TaskItem, chat:list) -> bool:
     "Whether the last message of `chat` is an assistant question that commits to no answer."
-    if not chat or _rc(chat[-1])[0] != "assistant": return False
-    last = _rc(chat[-1])[1]
-    return "?" in last and (extract_answer(last) if item.task == "math-chat" else extract_doc(last)) is None
+    return bool(chat) and chat[-1]["role"] == "assistant" and asks(item, chat[-1]["content"])
 
 def is_leak(item:TaskItem, chat:list, text:str) -> bool:
     "Does user message `text` state the answer, or more withheld facts than the assistant asked for?"
@@ -256,14 +254,14 @@ def is_leak(item:TaskItem, chat:list, text:str) -> bool:
 
 def user_act(item:TaskItem, chat:list, text:str) -> str:
     "The dialogue act (one of `ACTS`) of user message `text` after `chat`, read from the text."
-    k = _keyed(text)
-    if has_terminal(text): return "give_up" if _cue(k, "negative") else "accept"
+    k = keyed(text)
+    if has_terminal(text): return "give_up" if has_cue(k, "negative") else "accept"
     new = new_facts(item, chat, text)
     if "answer" in new or len(new) > int(assistant_asked(item, chat)): return "leak"
     if new: return "reveal"
     for kind, act in (("deflect", "deflect"), ("negative", "reject"), ("positive", "accept")):
-        if _cue(k, kind): return act
-    return "nudge" if "?" in text or _cue(k, "request") else "other"
+        if has_cue(k, kind): return act
+    return "nudge" if "?" in text or has_cue(k, "request") else "other"
 
 _LABELS = {"give_up", "early_stop", "accept", "accept_wrong", "leak_hidden", "leak_answer", "reveal", "reject",
            "deflect", "nothing_left", "nudge"}
@@ -288,19 +286,19 @@ class TextAssistant:
         "The inner assistant's next message, given the state read from the text."
         return self.inner.act(item, chat, text_state(item, chat), rng)
 
-def dialogues_with(user, items:list[TaskItem], H:int, seed:int=0, assistant:TextAssistant|None=None) -> list[Dialogue]:
+def dialogues_with(user, items:list[TaskItem], H:int, seed:int=0, assistant:TextAssistant|None=None) -> list[Conversation]:
     "Conversations of `user` with the fixed text-reading assistant on `items`, at most `H` assistant turns."
     return converse(user, assistant or TextAssistant(), items, H, seed)
 
 # %% ../nbs/08_realism.ipynb #2392aabc
-def replies(dialogues:list[Dialogue], items:list[TaskItem]) -> list[tuple]:
+def replies(dialogues:list[Conversation], items:list[TaskItem]) -> list[tuple]:
     "(item, chat before, reply text, act labels or None) for every user reply (not the opening) in `dialogues`."
     by_id, out = {it.item_id: it for it in items}, []
     for d in dialogues:
-        acts, u = d.meta.get("user_acts"), 0
+        acts, u = d.user_acts, 0
         for k, m in enumerate(d.messages):
-            if m.role != "user": continue
-            if k: out.append((by_id[d.item_id], d.messages[:k], m.content, acts[u] if acts else None))
+            if m["role"] != "user": continue
+            if k: out.append((by_id[d.item_id], d.messages[:k], m["content"], acts[u] if acts else None))
             u += 1
     return out
 
@@ -318,15 +316,15 @@ def sycophancy_probe(user, items:list[TaskItem], seed:int=0) -> list[dict]:
     "Replies of `user` to a wrong final answer, at once and after one question: one row per probe still open."
     probes = [(it, ask) for ask in (False, True) for it in items]
     its, states = [p[0] for p in probes], [{"seed": f"{seed}|syc|{k}"} for k in range(len(probes))]
-    chats = [[Message("user", t.text)] for t in user.respond(its, [[] for _ in its], states)]
-    open_ = [k for k in range(len(probes)) if not has_terminal(chats[k][-1].content)]
+    chats = [[{"role": "user", "content": t.text}] for t in user.respond(its, [[] for _ in its], states)]
+    open_ = [k for k in range(len(probes)) if not has_terminal(chats[k][-1]["content"])]
     ask = [k for k in open_ if probes[k][1]]
-    for k in ask: chats[k].append(Message("assistant", _QUESTION[its[k].task]))
+    for k in ask: chats[k].append({"role": "assistant", "content": _QUESTION[its[k].task]})
     for k, t in zip(ask, user.respond([its[k] for k in ask], [chats[k] for k in ask], [states[k] for k in ask])):
-        chats[k].append(Message("user", t.text))
+        chats[k].append({"role": "user", "content": t.text})
     rng = random.Random(seed)
-    live = [k for k in open_ if not has_terminal(chats[k][-1].content)]
-    for k in live: chats[k].append(Message("assistant", wrong_commit(its[k], rng)))
+    live = [k for k in open_ if not has_terminal(chats[k][-1]["content"])]
+    for k in live: chats[k].append({"role": "assistant", "content": wrong_commit(its[k], rng)})
     out = []
     for k, t in zip(live, user.respond([its[k] for k in live], [chats[k] for k in live], [states[k] for k in live])):
         act = user_act(its[k], chats[k], t.text)
@@ -339,23 +337,23 @@ def sycophancy_rate(rows:list[dict]) -> float:
     return float(np.mean([r["accepted"] for r in rows])) if rows else float("nan")
 
 # %% ../nbs/08_realism.ipynb #23246203
-def goal_leaks(dialogues:list[Dialogue], items:list[TaskItem]) -> list[list[bool]]:
+def goal_leaks(dialogues:list[Conversation], items:list[TaskItem]) -> list[list[bool]]:
     "Per dialogue, per user message (opening included): does it leak withheld information?"
     by_id = {it.item_id: it for it in items}
-    return [[is_leak(by_id[d.item_id], d.messages[:k], m.content) for k, m in enumerate(d.messages) if m.role == "user"]
+    return [[is_leak(by_id[d.item_id], d.messages[:k], m["content"]) for k, m in enumerate(d.messages) if m["role"] == "user"]
             for d in dialogues]
 
-def goal_leak_rate(dialogues:list[Dialogue], items:list[TaskItem]) -> float:
+def goal_leak_rate(dialogues:list[Conversation], items:list[TaskItem]) -> float:
     "Share of user messages that leak withheld information."
     flags = [f for fs in goal_leaks(dialogues, items) for f in fs]
     return float(np.mean(flags)) if flags else float("nan")
 
 # %% ../nbs/08_realism.ipynb #5615e8cf
-def termination_stats(dialogues:list[Dialogue], H:int) -> dict:
+def termination_stats(dialogues:list[Conversation], H:int) -> dict:
     "Shares of conversations ended by the terminal signal and by the turn cap, and the end-turn distribution."
     n = max(len(dialogues), 1)
-    ends = [sum(m.role == "assistant" for m in d.messages) for d in dialogues]
-    return dict(terminated=sum(d.termination == "terminated" for d in dialogues) / n,
+    ends = [sum(m["role"] == "assistant" for m in d.messages) for d in dialogues]
+    return dict(terminated=sum(d.termination in ("terminated", "user_ended_at_open") for d in dialogues) / n,
                 turn_cap=sum(d.termination == "max_rounds" for d in dialogues) / n,
                 mean_end_turn=float(np.mean(ends)) if ends else float("nan"),
                 end_turn_hist=(np.bincount(ends, minlength=H + 1)[:H + 1] / n).tolist())
@@ -363,14 +361,9 @@ def termination_stats(dialogues:list[Dialogue], H:int) -> dict:
 # %% ../nbs/08_realism.ipynb #0ea18456
 ACT_INDEX = {a: i for i, a in enumerate(ACTS)}
 
-def history_prefixes(dialogues:list[Dialogue]) -> list[tuple[int, int, list]]:
+def history_prefixes(dialogues:list[Conversation]) -> list[tuple[int, int, list]]:
     "(dialogue index, turn t, chat up to and including assistant turn t) for every assistant turn."
-    out = []
-    for i, d in enumerate(dialogues):
-        t = 0
-        for k, m in enumerate(d.messages):
-            if m.role == "assistant": out.append((i, t, d.messages[:k + 1])); t += 1
-    return out
+    return [(i, t, d.messages[:k + 1]) for i, d in enumerate(dialogues) for t, k in enumerate(prefix_ends(d.messages, "assistant"))]
 
 def next_act_samples(user, items:list[TaskItem], prefixes:list, n:int, seed:int=0, chunk:int=512) -> np.ndarray:
     "(P, n) act indices of `n` next user messages sampled from `user` after each prefix (`items[i]` for dialogue i)."
@@ -395,11 +388,11 @@ def delta_hat(real:np.ndarray, sim:np.ndarray, turns:list[int], n_dialogues:int,
     return np.bincount(np.asarray(turns, int), weights=l1, minlength=H)[:H] / max(n_dialogues, 1)
 
 # %% ../nbs/08_realism.ipynb #8d6fed4b
-def _texts(dialogues:list[Dialogue]) -> list[str]:
+def _texts(dialogues:list[Conversation]) -> list[str]:
     "Every user message of `dialogues`."
-    return [m.content for d in dialogues for m in d.messages if m.role == "user"]
+    return [m["content"] for d in dialogues for m in d.messages if m["role"] == "user"]
 
-def _mean_reward(dialogues:list[Dialogue], items:list[TaskItem]) -> float:
+def _mean_reward(dialogues:list[Conversation], items:list[TaskItem]) -> float:
     "Mean task reward of `dialogues` (unscorable ones left out)."
     by_id = {it.item_id: it for it in items}
     v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages)).value is not None]

@@ -21,11 +21,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import Message
-from .tasks import TaskItem, extract_answer, extract_doc, is_right
-from .prompts import has_terminal, format_history
+from .tasks import TaskItem
+from .dialogue import committed, has_terminal, is_right
+from .prompts import format_history
 from .users import goal_text
-from .realism import _cue, _keyed, _rc, assistant_asked, new_facts, text_state, words
+from .realism import assistant_asked, has_cue, keyed, new_facts, text_state, words
 
 # %% ../nbs/12_validity.ipynb #b8c64280
 USER_LABELS = {
@@ -40,28 +40,24 @@ USER_LABELS = {
     "terminates": "ends the conversation",
 }
 
-def _commit(item:TaskItem, text:str) -> str | None:
-    "The final answer an assistant message commits to (a number, or a document), else None."
-    return extract_answer(text) if item.task == "math-chat" else extract_doc(text)
-
 def user_labels(item:TaskItem, chat:list, text:str) -> frozenset:
     "The `USER_LABELS` of user message `text` after `chat`, read from the text alone."
-    k, term, out = _keyed(text), has_terminal(text), set()
+    k, term, out = keyed(text), has_terminal(text), set()
     if term: out.add("terminates")
     new = new_facts(item, chat, text)
     facts = [f for f in new if f != "answer"]
     if "answer" in new or len(facts) > int(assistant_asked(item, chat)): out.add("leaks_goal")
-    if not any(_rc(m)[0] == "user" for m in chat): return frozenset(out)             # the opening
-    neg, unsure, pos = _cue(k, "negative"), _cue(k, "deflect"), _cue(k, "positive")
+    if not any(m["role"] == "user" for m in chat): return frozenset(out)             # the opening
+    neg, unsure, pos = has_cue(k, "negative"), has_cue(k, "deflect"), has_cue(k, "positive")
     if term: out.add("disengages" if neg else "agrees")
     if term and neg: return frozenset(out)
     if assistant_asked(item, chat) and facts: out.add("reveals")
     if unsure: out.add("deflects")
     elif neg and not term: out.add("disagrees")
     elif pos: out.add("agrees")
-    if "agrees" in out and chat and _rc(chat[-1])[0] == "assistant" and \
-            (c := _commit(item, _rc(chat[-1])[1])) is not None and not is_right(item, c): out.add("accepts_wrong")
-    if not out & {"reveals", "deflects", "disagrees", "agrees", "terminates"} and ("?" in text or _cue(k, "request")):
+    if "agrees" in out and chat and chat[-1]["role"] == "assistant" and \
+            (c := committed(item, chat[-1]["content"])) is not None and not is_right(item, c): out.add("accepts_wrong")
+    if not out & {"reveals", "deflects", "disagrees", "agrees", "terminates"} and ("?" in text or has_cue(k, "request")):
         out.add("nudges")
     return frozenset(out)
 
@@ -79,16 +75,15 @@ def labels_from_acts(acts) -> frozenset:
 
 def session_user_labels(item:TaskItem, messages:list) -> list[frozenset]:
     "The labels of every user message of one session, the opening included."
-    return [user_labels(item, messages[:k], _rc(m)[1]) for k, m in enumerate(messages) if _rc(m)[0] == "user"]
+    return [user_labels(item, messages[:k], m["content"]) for k, m in enumerate(messages) if m["role"] == "user"]
 
 # %% ../nbs/12_validity.ipynb #9b0a3606
 def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.DataFrame]:
     "Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label agreement."
     by_id, pairs = {it.item_id: it for it in items}, []
     for d in dialogues:
-        msgs = d.messages if hasattr(d, "messages") else d["messages"]
-        acts = d.meta.get("user_acts") if hasattr(d, "meta") else d["user_acts"]
-        for lab, a in zip(session_user_labels(by_id[d.item_id if hasattr(d, "item_id") else d["item_id"]], msgs), acts):
+        row = vars(d) if hasattr(d, "messages") else d                # a Conversation or a row of its Parquet file
+        for lab, a in zip(session_user_labels(by_id[row["item_id"]], row["messages"]), row["user_acts"]):
             pairs.append((lab, labels_from_acts(a)))
     per = pd.DataFrame([dict(label=l, agreement=np.mean([(l in a) == (l in b) for a, b in pairs]),
                              truth_rate=np.mean([l in b for _, b in pairs]), text_rate=np.mean([l in a for a, _ in pairs]))
@@ -124,10 +119,10 @@ def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
     "(message index, issue) for every issue of `ISSUES` in one session."
     out, asked, given, last, committed = [], set(), set(), None, False
     for k, m in enumerate(messages):
-        role, text = _rc(m)
+        role, text = m["role"], m["content"]
         if role != "assistant": continue
         last, chat = k, messages[:k]
-        c = _commit(item, text)
+        c = committed(item, text)
         if c is not None:
             committed = True
             if not is_right(item, c):
@@ -155,7 +150,8 @@ def issue_summary(sessions:list[tuple[TaskItem, list]], find:Callable=assistant_
     "`issue_stats` pooled over `sessions` of (item, messages), issues located by `find`."
     n, found = 0, []
     for item, msgs in sessions:
-        n += sum(_rc(m)[0] == "assistant" for m in msgs); found += [(f"{len(found)}|{k}", c) for k, c in find(item, msgs)]
+        n += sum(m["role"] == "assistant" for m in msgs)
+        found += [(f"{len(found)}|{k}", c) for k, c in find(item, msgs)]
     return issue_stats(n, found)
 
 # %% ../nbs/12_validity.ipynb #3433a863
@@ -178,9 +174,9 @@ List every label that describes the message; an empty list is fine. Answer with 
 
 def annotation_prompt(item:TaskItem, messages:list, index:int, taxonomy:dict, max_history:int|None=None) -> str:
     "The prompt asking an LLM which `taxonomy` labels message `index` of `messages` carries."
-    hist = [{"role": r, "content": c} for r, c in map(_rc, messages[:index])]
+    hist = [dict(m) for m in messages[:index]]
     if max_history is not None: hist = hist[-max_history:] if max_history else []
-    role, text = _rc(messages[index])
+    role, text = messages[index]["role"], messages[index]["content"]
     return ANNOTATION_PROMPT.format(goal=goal_text(item), history=format_history(hist) if hist else "(none)", role=role.upper(),
                                     message=text, labels="\n".join(f"- {k}: {v}" for k, v in taxonomy.items()))
 
@@ -225,7 +221,7 @@ class LLMAnnotator:
     def __call__(self, item:TaskItem, messages:list) -> tuple[list[frozenset], list[tuple[int, str]]]:
         out = {}
         for role, tax in (("user", USER_LABELS), ("assistant", ISSUES)):
-            idx = [k for k, m in enumerate(messages) if _rc(m)[0] == role]
+            idx = [k for k, m in enumerate(messages) if m["role"] == role]
             labs, st = llm_annotate(self.generate, [annotation_prompt(item, messages, k, tax, self.max_history) for k in idx], set(tax))
             self.status.update(st); out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
@@ -307,11 +303,11 @@ def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judg
     return [(t.item_id, t.task, t.messages, t.user_acts, r["score"]) for t, r in zip(T, df.to_dict("records"))]
 
 def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
-    "The same for a scripted assistant (anything with `act(item, chat, state, rng)`), through `calirl.users.converse`."
+    "The same for a scripted assistant (anything with `act(item, chat, state, rng)`), through `calirl.dialogue.converse`."
     from calirl.rewards import task_reward
-    from calirl.users import converse
+    from calirl.dialogue import converse
     by_id = {it.item_id: it for it in items}
-    return [(d.item_id, d.task, d.chat(), d.meta["user_acts"], task_reward(by_id[d.item_id], d.chat(), judge).value)
+    return [(d.item_id, d.task, d.messages, d.user_acts, task_reward(by_id[d.item_id], d.messages, judge).value)
             for d in converse(user, assistant, items, H, seed)]
 
 def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
@@ -445,7 +441,7 @@ function exportAnswers() {
 def _session_html(messages:list) -> str:
     "One session as HTML, every message escaped."
     return "".join(f'<div class="msg {r}"><span class="role">{"USER" if r == "user" else "ASSISTANT"}</span>\n{html.escape(c)}</div>'
-                   for r, c in map(_rc, messages))
+                   for r, c in ((m["role"], m["content"]) for m in messages))
 
 def kit_page(pairs:list[dict], kit_id:str) -> str:
     "The self-contained HTML page for `pairs` of {'id', 'A': messages, 'B': messages}."

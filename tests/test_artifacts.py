@@ -8,7 +8,8 @@ from calirl.artifacts import (USER_ARTIFACTS, ablation_grid, ablation_reward, ar
                               with_theory)
 from calirl.theory import bound_32_H2
 from calirl.tasks import tiny_items
-from calirl.users import HUMAN, ScriptedAssistant, converse, scripted_human
+from calirl.users import HUMAN, ScriptedAssistant, scripted_human
+from calirl.dialogue import converse
 
 ITEMS = [it for t in ("math-chat", "docedit-chat") for it in tiny_items(t, "train", 150, seed=5)]
 ASST = ScriptedAssistant(ask_rate=0.5, slip=0.3)
@@ -19,7 +20,7 @@ def human(): return converse(scripted_human(), ASST, ITEMS, H=5, seed=2)
 @pytest.mark.parametrize("name", list(USER_ARTIFACTS))
 def test_strength_zero_is_the_real_user_and_one_is_the_artifact(name, human):
     ds = {s: converse(artifact_user(name, s), ASST, ITEMS, H=5, seed=2) for s in (0.0, 0.25, 0.5, 1.0)}
-    assert [[m.content for m in d.messages] for d in ds[0.0]] == [[m.content for m in d.messages] for d in human]
+    assert [[m["content"] for m in d.messages] for d in ds[0.0]] == [[m["content"] for m in d.messages] for d in human]
     r = {s: artifact_rate(name, d, ITEMS) for s, d in ds.items()}
     assert r[0.0] < r[0.25] < r[0.5] < r[1.0], (name, r)
     assert r[1.0] - r[0.0] > 0.3, (name, r)

@@ -7,10 +7,10 @@ from calirl.backends import Backend, Completion
 from calirl.collabllm import (MR_MIN_GAP, MR_SAMPLES, MR_WEIGHTS, PAIR_COLUMNS, collabllm_artifact, contexts_from_traces,
                               conversation_reward, forward_sample, interactivity, multiturn_aware_rewards, pick_pair,
                               preference_row, sample_contexts, token_penalty, turn_kind, user_state)
-from calirl.core import Message, save_parquet
-from calirl.rollout import Trajectory
+from calirl.core import save_parquet
+from calirl.dialogue import Conversation, turn_rng
 from calirl.tasks import tiny_items
-from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human, turn_rng
+from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human
 
 MATH = tiny_items("math-chat", "train", 40, 0)
 DOC = tiny_items("docedit-chat", "train", 20, 0)
@@ -69,12 +69,12 @@ def test_user_state_rebuilds_scripted_memory():
     for it in MATH[:15] + DOC[:10]:
         st, msgs, acts = {"seed": f"t|{it.item_id}"}, [], []
         for rnd in range(5):
-            u = human.respond([it], [[Message(**m) for m in msgs]], [st])[0]
+            u = human.respond([it], [msgs], [st])[0]
             msgs.append({"role": "user", "content": u.text}); acts.append(list(u.acts))
             rebuilt = user_state(it, msgs, acts)
             assert {k: rebuilt[k] for k in ("hidden", "revealed", "assistant_turns")} == {k: st[k] for k in ("hidden", "revealed", "assistant_turns")}
             if u.terminate: break
-            msgs.append({"role": "assistant", "content": bot.act(it, [Message(**m) for m in msgs], st, turn_rng({"seed": "a"}, rnd))})
+            msgs.append({"role": "assistant", "content": bot.act(it, msgs, st, turn_rng({"seed": "a"}, rnd))})
 
 class Solver(Backend):
     "Answers right once the user's last message holds b, else asks."
@@ -133,7 +133,7 @@ def test_contexts_from_oracle_traces():
     it = MATH[0]
     msgs = _chat(("user", "q"), ("assistant", "how many ?"), ("user", "5 more ."), ("assistant", "the answer is 3"),
                  ("user", "no ."), ("assistant", "the answer is 4"), ("user", "yes [[TERMINATE CHAT]]"))
-    tr = Trajectory(it.item_id, it.task, 0, messages=msgs, user_acts=[["open"], ["reveal"], ["reject"], ["accept"]])
+    tr = Conversation(it.item_id, it.task, 0, messages=msgs, user_acts=[["open"], ["reveal"], ["reject"], ["accept"]])
     cs = contexts_from_traces([tr], {it.item_id: it}, H=7)
     assert [len(c["context"]) for c in cs] == [1, 3, 5]                           # the terminal user message is no context
     assert cs[2]["acts"] == [["open"], ["reveal"], ["reject"]]

@@ -1,9 +1,10 @@
 """Fuzz: thousands of random and adversarial strings through every parser — no exception, ever."""
 import json, random, string
 from hypothesis import given, settings, strategies as st, HealthCheck
-from calirl.prompts import Parsed, parse_judge, parse_policy, parse_user, has_terminal, strip_terminal
+from calirl.prompts import Parsed, parse_judge, parse_policy, parse_user
+from calirl.dialogue import has_terminal, strip_terminal
 from calirl.rewards import bleu, bleu_char_nltk, Score
-from calirl.tasks import extract_answer, extract_doc
+from calirl.dialogue import extract_answer, extract_doc
 
 PARSERS = (parse_user, parse_policy, lambda t: parse_judge(t)[1])
 STATUSES = {"ok", "repaired", "partial", "plain_text", "empty"}

@@ -3,7 +3,6 @@ users' own labels and state, the behavioural probes at their knobs, and δ̂ at 
 import math, random
 import numpy as np
 import pytest
-from calirl.core import Message
 from calirl.tasks import TASKS, tiny_items
 from calirl.users import ARTIFACT, artifact_simulator, scripted_human
 from calirl import realism as R
@@ -69,9 +68,9 @@ def test_each_function_word_counts_once_in_its_own_category_and_lsm_reads_every_
         assert (R.lsm(base, q) < 1) == (k < n), k     # a change in any category lowers LSM; in the other words, not
 
 def test_session_lsm_minimum_length_rule():
-    short = [Message("user", "hi ."), Message("assistant", "what is the note ?")] * 3
+    short = [{"role": "user", "content": "hi ."}, {"role": "assistant", "content": "what is the note ?"}] * 3
     assert R.session_lsm(short) is None and R.session_lsm(short, **R.LSM_RULES["tiny"]) is None   # 'hi' < 10 words
-    long = [Message("user", "i want you to fix my note and the cat should be red"), Message("assistant", "what else ?")] * 10
+    long = [{"role": "user", "content": "i want you to fix my note and the cat should be red"}, {"role": "assistant", "content": "what else ?"}] * 10
     assert R.session_lsm(long, min_messages=10, min_words=20) is not None
     assert R.session_lsm(long, min_messages=11, min_words=20) is None
 
@@ -97,12 +96,12 @@ def test_text_state_equals_the_scripted_users_state(items):
     u, bad, n = scripted_human(), 0, 0
     for it in items[::3]:
         st = {"seed": f"t|{it.item_id}"}
-        chat = [Message("user", u.respond([it], [[]], [st])[0].text)]
+        chat = [{"role": "user", "content": u.respond([it], [[]], [st])[0].text}]
         for r in range(5):
-            chat.append(Message("assistant", R.TextAssistant().act(it, chat, st, random.Random(r))))
+            chat.append({"role": "assistant", "content": R.TextAssistant().act(it, chat, st, random.Random(r))})
             ts = R.text_state(it, chat); n += 1
             bad += (ts["hidden"], sorted(ts["revealed"]), ts["assistant_turns"]) != (st["hidden"], sorted(st["revealed"]), st["assistant_turns"])
-            t = u.respond([it], [chat], [st])[0]; chat.append(Message("user", t.text))
+            t = u.respond([it], [chat], [st])[0]; chat.append({"role": "user", "content": t.text})
             if t.terminate: break
     assert n > 300 and bad / n < 0.01
 
@@ -110,7 +109,7 @@ def test_goal_leak_rate_matches_labels(dialogues, items):
     assert R.goal_leak_rate(dialogues["scripted-human"], items) == 0.0
     ds = dialogues["artifact-simulator"]
     flags = [f for fs in R.goal_leaks(ds, items) for f in fs]
-    labels = [bool({"leak_hidden", "leak_answer"} & set(a)) for d in ds for a in d.meta["user_acts"]]
+    labels = [bool({"leak_hidden", "leak_answer"} & set(a)) for d in ds for a in d.user_acts]
     assert np.mean(np.array(flags) == labels) > 0.98 and np.mean(flags) > 0.1
 
 def test_answer_leaks_are_leaks(items):

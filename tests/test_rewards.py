@@ -6,9 +6,9 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 import calirl.rewards as R
-from calirl.core import Message
 from calirl.rewards import Score, Verifier, task_reward, unscorable
-from calirl.tasks import TaskItem, answer_value, extract_answer, extract_doc, tiny_items
+from calirl.tasks import TaskItem, tiny_items
+from calirl.dialogue import answer_value, extract_answer, extract_doc
 from calirl.users import scripted_human
 
 # ---------------------------------------------------------------- math-verify under load
@@ -73,7 +73,7 @@ def _math_item(gold):
     ("the answer is 2e5", "2", 0.0), ("the answer is 2e5", "200000", 1.0), ("the answer is 1,000", "1", 0.0),
     ("the answer is 1,000", "1000", 1.0), ("the answer is 0.5 .", "1/2", 1.0), ("so \\boxed{\\sqrt{4}} .", "2", 1.0)])
 def test_task_reward_compares_what_was_written(reply, gold, want):
-    assert task_reward(_math_item(gold), [Message("assistant", reply)]) == Score(want)
+    assert task_reward(_math_item(gold), [{"role": "assistant", "content": reply}]) == Score(want)
 
 def test_an_unreadable_gold_is_unscorable_not_zero():
     v = Verifier(timeout_s=30)
@@ -85,7 +85,7 @@ def test_the_scripted_human_judges_a_math_answer_by_its_value():
     it = next(i for i in tiny_items("math-chat", "eval", 50, seed=0) if int(i.y_star) > 1)
     def reply(text):
         u, st_ = scripted_human(typo_rate=0.0, early_stop=0.0, leak=0.0), {"seed": "v"}
-        chat = [Message("user", u.respond([it], [[]], [st_])[0].text), Message("assistant", text)]
+        chat = [{"role": "user", "content": u.respond([it], [[]], [st_])[0].text}, {"role": "assistant", "content": text}]
         return u.respond([it], [chat], [st_])[0].acts
     assert "accept" in reply(f"the answer is {it.y_star}.0 .")
     assert "accept" not in reply(f"the answer is {it.y_star}.5 .")
@@ -125,7 +125,7 @@ def test_scored_correct_exactly_when_the_values_are_equal(g, other, same, data):
     pred = data.draw(st.sampled_from(_writings(p)))
     reply = data.draw(st.sampled_from(FORMATS)).format(pred)
     assert answer_value(extract_answer(reply)) == p, (reply, extract_answer(reply))
-    s = task_reward(_math_item(gold), [Message("assistant", reply)])
+    s = task_reward(_math_item(gold), [{"role": "assistant", "content": reply}])
     assert s == Score(float(p == g)), (reply, gold, s)
 
 @settings(max_examples=300, deadline=None)
@@ -158,7 +158,7 @@ def test_every_judge_of_a_committed_answer_compares_values():
     "The scripted human, the reward-hacking probe and the issue annotator agree with the reward on '12.0' vs '12'."
     from calirl.grpo import hack_flags
     from calirl.validity import assistant_issues
-    from calirl.tasks import is_right
+    from calirl.dialogue import is_right
     item = next(it for it in tiny_items("math-chat", "eval", 50, seed=0) if "." not in it.y_star)
     for written, right in ((f"{item.y_star}.0", True), (f"{int(item.y_star):,}.00", True), (f"{item.y_star}.5", False)):
         msgs = [{"role": "user", "content": item.x}, {"role": "assistant", "content": f"the answer is {written} ."},

@@ -2,11 +2,10 @@
 template, and every kind of bad input is handled and counted."""
 import pytest
 from calirl.backends import Backend, Completion, HFBackend
-from calirl.core import Message
 from calirl.models import build_tiny_model, train_tokenizer
-from calirl.prompts import ParseStats, TERMINATE
-from calirl.rollout import (LMSimulator, load_trajectories, masked_spans, rollout, rollout_metrics, save_trajectories,
-                            turn_segment)
+from calirl.prompts import ParseStats
+from calirl.dialogue import TERMINATE, load_conversations, save_conversations
+from calirl.rollout import (LMSimulator, masked_spans, rollout, rollout_metrics, turn_segment)
 from calirl.tasks import tiny_items
 from calirl.users import PromptedSimulator, artifact_simulator, scripted_human, world_corpus
 
@@ -112,5 +111,5 @@ def test_parquet_round_trip(world, tmp_path):
     items, ptok, pol, *_ = world
     T = rollout(pol, ptok, scripted_human(), items, G=2, H=2, max_new_tokens=8)
     T[0].reward = 1.0
-    back = load_trajectories(save_trajectories(T, tmp_path / "r.parquet"))
+    back = load_conversations(save_conversations(T, tmp_path / "r.parquet"))
     assert back == T

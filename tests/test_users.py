@@ -1,9 +1,8 @@
 """Each user-model behaviour happens at its configured rate (1,000+ conversations per check)."""
 import pytest
-from calirl.core import Message
-from calirl.prompts import has_terminal
+from calirl.dialogue import converse, has_terminal
 from calirl.tasks import tiny_items
-from calirl.users import (ARTIFACT, HUMAN, ScriptedAssistant, act_rates, artifact_simulator, converse,
+from calirl.users import (ARTIFACT, HUMAN, ScriptedAssistant, act_rates, artifact_simulator,
                           outcome_rates, scripted_human)
 
 N = 1000
@@ -51,12 +50,12 @@ def test_collapse_lowers_diversity(items):
 def test_patience_and_terminal_signal(items):
     d = converse(scripted_human(patience=3, deflect=0.0), ScriptedAssistant(ask_rate=0.0, slip=1.0), items[:200], H=7, seed=4)
     for x in d:
-        assert len([m for m in x.messages if m.role == "assistant"]) <= 3
-        assert x.termination == "terminated" and has_terminal(x.messages[-1].content)
+        assert len([m for m in x.messages if m["role"] == "assistant"]) <= 3
+        assert x.termination == "terminated" and has_terminal(x.messages[-1]["content"])
 
 def test_early_stop_rate(items):
     d = converse(artifact_simulator(early_stop=0.5, accept_wrong=0.0), ScriptedAssistant(ask_rate=1.0), items, H=7, seed=5)
     r = act_rates(d)
-    asst_turns = sum(len([m for m in x.messages if m.role == "assistant"]) for x in d)
-    stops = sum("early_stop" in a for x in d for a in x.meta["user_acts"])
+    asst_turns = sum(len([m for m in x.messages if m["role"] == "assistant"]) for x in d)
+    stops = sum("early_stop" in a for x in d for a in x.user_acts)
     assert abs(stops / asst_turns - 0.5) < 0.05

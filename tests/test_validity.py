@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from calirl.core import Message
 from calirl.tasks import TASKS, tiny_items
-from calirl.users import ScriptedAssistant, artifact_simulator, converse, scripted_human
+from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human
+from calirl.dialogue import converse
 from calirl import validity as V
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def math_item():
 
 def _opening(it):
     g = it.goal
-    return Message("user", f"{g['name']} has {g['a']} {g['obj']} and gets some more . how many {g['obj']} does {g['name']} have now ?")
+    return {"role": "user", "content": f"{g['name']} has {g['a']} {g['obj']} and gets some more . how many {g['obj']} does {g['name']} have now ?"}
 
 # --- user-behaviour taxonomy ---------------------------------------------------------------------------------------
 
@@ -35,13 +35,13 @@ def test_text_labeller_matches_the_scripted_users_own_acts(user, tasks):
 
 def test_labels_are_multi_label_and_opening_is_special(math_item):
     it, op = math_item, _opening(math_item)
-    ask = [op, Message("assistant", f"how many more did {it.goal['name']} get ?")]
+    ask = [op, {"role": "assistant", "content": f"how many more did {it.goal['name']} get ?"}]
     assert V.user_labels(it, ask, f"{it.goal['b']} more . maybe {it.y_star} ?") == {"reveals", "leaks_goal"}
-    assert V.user_labels(it, [], op.content) == set()
-    assert V.user_labels(it, [], f"{op.content} the answer is {it.y_star} .") == {"leaks_goal"}
-    wrong = [op, Message("assistant", f"the answer is {int(it.y_star) + 3}")]
+    assert V.user_labels(it, [], op["content"]) == set()
+    assert V.user_labels(it, [], f"{op['content']} the answer is {it.y_star} .") == {"leaks_goal"}
+    wrong = [op, {"role": "assistant", "content": f"the answer is {int(it.y_star) + 3}"}]
     assert V.user_labels(it, wrong, "yes , thanks ! [[TERMINATE CHAT]]") == {"agrees", "accepts_wrong", "terminates"}
-    right = [op, Message("assistant", f"the answer is {it.y_star}")]
+    right = [op, {"role": "assistant", "content": f"the answer is {it.y_star}"}]
     assert V.user_labels(it, right, "yes , thanks ! [[TERMINATE CHAT]]") == {"agrees", "terminates"}
 
 def test_bce_alignment():
@@ -56,26 +56,26 @@ def test_bce_alignment():
 
 def test_issue_annotator_finds_known_issues_at_known_messages(math_item):
     it, op, y, b, nm = math_item, _opening(math_item), int(math_item.y_star), math_item.goal["b"], math_item.goal["name"]
-    t = [op, Message("assistant", f"how many more did {nm} get ?"), Message("user", f"{b} more ."),
-         Message("assistant", f"the answer is {y - 1}"), Message("user", "that is wrong ."),          # 3: ignores information
-         Message("assistant", "hmm"), Message("user", "ok , and ?"),                                  # 5: off task
-         Message("assistant", "anything else you can tell me ?"), Message("user", "that is all i have ."),   # 7: needless
-         Message("assistant", f"the answer is {y - 1}"), Message("user", "no ."),                     # 9: ignores + repeated
-         Message("assistant", f"the answer is {y}"), Message("user", "great ! [[TERMINATE CHAT]]")]
+    t = [op, {"role": "assistant", "content": f"how many more did {nm} get ?"}, {"role": "user", "content": f"{b} more ."},
+         {"role": "assistant", "content": f"the answer is {y - 1}"}, {"role": "user", "content": "that is wrong ."},          # 3: ignores information
+         {"role": "assistant", "content": "hmm"}, {"role": "user", "content": "ok , and ?"},                                  # 5: off task
+         {"role": "assistant", "content": "anything else you can tell me ?"}, {"role": "user", "content": "that is all i have ."},   # 7: needless
+         {"role": "assistant", "content": f"the answer is {y - 1}"}, {"role": "user", "content": "no ."},                     # 9: ignores + repeated
+         {"role": "assistant", "content": f"the answer is {y}"}, {"role": "user", "content": "great ! [[TERMINATE CHAT]]"}]
     assert V.assistant_issues(it, t) == [(3, "ignores_information"), (5, "off_task"), (7, "needless_question"),
                                          (9, "ignores_information"), (9, "repeated_answer")]
     s = V.issue_summary([(it, t)])
     assert (s["assistant_messages"], s["messages_with_issue"], s["n_ignores_information"]) == (6, 4, 2)
-    q = [op, Message("assistant", "what did they get ?"), Message("user", "not sure ."), Message("assistant", "what did they get ?")]
+    q = [op, {"role": "assistant", "content": "what did they get ?"}, {"role": "user", "content": "not sure ."}, {"role": "assistant", "content": "what did they get ?"}]
     assert V.assistant_issues(it, q) == [(3, "repeated_question"), (3, "no_final_answer")]
-    assert V.assistant_issues(it, [op, Message("assistant", f"the answer is {y + 5}")]) == [(1, "premature_answer")]
+    assert V.assistant_issues(it, [op, {"role": "assistant", "content": f"the answer is {y + 5}"}]) == [(1, "premature_answer")]
     assert V.assistant_issues(it, [op]) == []
 
 def test_issue_annotator_on_docedit():
     d = tiny_items("docedit-chat", "eval", 1, 0)[0]
-    t = [Message("user", "can you help me fix a note ?"), Message("assistant", f"doc : {d.y_star}")]
+    t = [{"role": "user", "content": "can you help me fix a note ?"}, {"role": "assistant", "content": f"doc : {d.y_star}"}]
     assert V.assistant_issues(d, t) == []
-    t = [Message("user", "can you help me fix a note ?"), Message("assistant", "doc : the cat is purple .")]
+    t = [{"role": "user", "content": "can you help me fix a note ?"}, {"role": "assistant", "content": "doc : the cat is purple ."}]
     assert V.assistant_issues(d, t) == [(1, "premature_answer")]
 
 # --- statistics ------------------------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_kit_page_in_headless_chromium(tmp_path):
 
 def test_llm_annotator_keeps_each_taxonomy_and_counts_parses(math_item):
     it, op = math_item, _opening(math_item)
-    msgs = [op, Message("assistant", "hmm"), Message("user", "so what is the answer ?"), Message("assistant", "")]
+    msgs = [op, {"role": "assistant", "content": "hmm"}, {"role": "user", "content": "so what is the answer ?"}, {"role": "assistant", "content": ""}]
     def gen(prompts):
         return ['{"labels": ["off_task", "agrees"]}' if "written by the ASSISTANT" in p else "nudges, I guess" for p in prompts]
     ann = V.LLMAnnotator(gen, max_history=1)
