@@ -117,14 +117,14 @@ ISSUES = {
 
 def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
     "(message index, issue) for every issue of `ISSUES` in one session."
-    out, asked, given, last, committed = [], set(), set(), None, False
+    out, asked, given, last, any_answer = [], set(), set(), None, False
     for k, m in enumerate(messages):
         role, text = m["role"], m["content"]
         if role != "assistant": continue
         last, chat = k, messages[:k]
         c = committed(item, text)
         if c is not None:
-            committed = True
+            any_answer = True
             if not is_right(item, c):
                 st = text_state(item, chat)
                 out.append((k, "premature_answer" if set(st["hidden"]) - set(st["revealed"]) else "ignores_information"))
@@ -137,7 +137,7 @@ def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
             st = text_state(item, chat)
             if not set(st["hidden"]) - set(st["revealed"]): out.append((k, "needless_question"))
         else: out.append((k, "off_task"))
-    if last is not None and not committed: out.append((last, "no_final_answer"))
+    if last is not None and not any_answer: out.append((last, "no_final_answer"))
     return out
 
 def issue_stats(n_assistant:int, issues:list[tuple[int, str]]) -> dict:
