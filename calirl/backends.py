@@ -31,6 +31,7 @@ def chat_prompt_ids(tokenizer, messages:list[dict]) -> list[int]:
     "Token ids of `messages` rendered by `tokenizer`'s chat template, ending with the generation prompt."
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
+# %% ../nbs/04a_backends.ipynb #f7e6dfc2
 class Backend(ABC):
     "Batched generation: token-id prompts in, `Completion`s out."
     tokenizer = None
@@ -47,6 +48,7 @@ class Backend(ABC):
         prompts = [chat_prompt_ids(self.tokenizer, m) for m in messages_batch]
         return self.generate(prompts, max_new_tokens, temperature, top_p, seed, stop_token_ids)
 
+# %% ../nbs/04a_backends.ipynb #3238d76f
 def stop_ids(tokenizer, model=None, extra:list[int]|None=None) -> list[int]:
     "The token ids that end a message: `extra` if given, else the tokenizer's and the model's eos ids."
     if extra: return sorted(set(extra))
@@ -80,6 +82,7 @@ def sampling_kwargs(temperature:float, top_p:float=1.0) -> dict:
     if temperature <= 0: return dict(do_sample=False, **off)
     return dict(do_sample=True, temperature=float(temperature), top_p=float(top_p), **off)
 
+# %% ../nbs/04a_backends.ipynb #c64926bd
 class HFBackend(Backend):
     "Batched generation with a transformers model: left padding, KV cache, log-probabilities of the sampled tokens."
     def __init__(self, model, tokenizer, max_batch_size:int=64):
@@ -156,6 +159,7 @@ class BackendError(RuntimeError):
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 _NET_ERRORS = (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError, HTTPException)
 
+# %% ../nbs/04a_backends.ipynb #cf008482
 class OpenAIBackend(Backend):
     "Chat completions from an OpenAI-compatible HTTP endpoint (text only), with timeouts, retries and a key from the environment."
     def __init__(self, base_url:str, model:str, api_key_env:str="OPENAI_API_KEY", timeout:float=60.0, max_retries:int=4,

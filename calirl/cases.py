@@ -37,7 +37,8 @@ def behaviour(messages:list[dict], user_acts:list[list[str]], success:bool) -> d
 # %% ../nbs/11_case_studies.ipynb #50a3569c
 def side_by_side_md(a:list[dict], b:list[dict], names=("Base", "Calibrated Interactive")) -> str:
     "Two transcripts as one Markdown table, a row per turn."
-    n = max(len(a), len(b)); cell = lambda m: f"**{m['role']}**: {m['content']}".replace("|", "\\|") if m else ""
+    n = max(len(a), len(b))
+    cell = lambda m: f"**{m['role']}**: {m['content']}".replace("|", "\\|") if m else ""
     rows = [f"| {names[0]} | {names[1]} |", "|---|---|"]
     rows += [f"| {cell(a[i] if i < len(a) else None)} | {cell(b[i] if i < len(b) else None)} |" for i in range(n)]
     return "\n".join(rows)

@@ -26,6 +26,7 @@ def positive_int(s:str) -> int:
     if v < 1: raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}")
     return v
 
+# %% ../nbs/00b_cli.ipynb #b3cfc815
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="calirl", description="Reproduce 'From Static Context to Calibrated Interactive RL' "
                 "(and DIAL) from nbdev notebooks.")
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--root", help="project root")
     return p
 
+# %% ../nbs/00b_cli.ipynb #5e58dd38
 def _profiles(root:Path, keys:bool) -> None:
     ini = root / "settings.ini"
     profs = read_profiles(ini)
@@ -74,6 +76,7 @@ def _note_damaged_state(root:Path, name:str) -> None:
     if why: print(f"calirl: {run_dir / 'state.json'} is damaged ({why}); this plan uses the per-notebook records, "
                   "and a run will set the file aside", file=sys.stderr)
 
+# %% ../nbs/00b_cli.ipynb #ad34429e
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."
     a = _parser().parse_args(argv)

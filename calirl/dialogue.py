@@ -50,6 +50,7 @@ def _closers(s:str) -> dict:
         elif stack: out[stack.pop()] = m.end()
     return out
 
+# %% ../nbs/02a_dialogue.ipynb #f64177b5
 def _unwrap(s:str) -> str:
     "`s` without surrounding spaces, math delimiters or `\\boxed{…}` (a few layers at most)."
     for _ in range(8):
@@ -60,6 +61,7 @@ def _unwrap(s:str) -> str:
         else: return s
     return s.strip()
 
+# %% ../nbs/02a_dialogue.ipynb #81259dbd
 def answer_value(s) -> Fraction | None:
     "The exact value of a written answer (integer, decimal, fraction, scientific notation, `\\frac`); None if it has none."
     if not isinstance(s, str): return None
@@ -88,6 +90,7 @@ def _norm(s:str) -> str | None:
     s = s.replace(",", "").replace("−", "-").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     return re.sub(r"\s+", "", s).lstrip("+")
 
+# %% ../nbs/02a_dialogue.ipynb #4af57629
 def _read_at(text:str, i:int, closers:dict) -> str | None:
     "The answer written at `text[i:]`: a `\\boxed{…}`, a math-delimited expression, or a number; else None."
     if (b := _BOXED_RE.match(text, i)):
@@ -107,6 +110,7 @@ def extract_answer(text:str) -> str | None:
         if (a := _read_at(text, i, closers)) is not None: return a
     return None
 
+# %% ../nbs/02a_dialogue.ipynb #1c85751b
 def extract_doc(text:str) -> str | None:
     "The document after 'doc :' in `text`, if any (terminal signal and extra spaces removed); None if not a str."
     if not isinstance(text, str): return None
@@ -192,6 +196,7 @@ def _plain(v):
     v = v.tolist() if hasattr(v, "tolist") else v
     return None if isinstance(v, float) and v != v else v
 
+# %% ../nbs/02a_dialogue.ipynb #cb495910
 def load_conversations(path:str|Path) -> list[Conversation]:
     "Read conversations written by `save_conversations`."
     import pandas as pd
@@ -231,6 +236,7 @@ def new_conversations(items:list[TaskItem], G:int|None=None, seed:int=0) -> tupl
     states = [{"seed": f"{seed}|{c.item_id}|{c.sample}" if G else f"{seed}|{c.item_id}"} for c in convs]
     return its, convs, states
 
+# %% ../nbs/02a_dialogue.ipynb #07a4f57c
 def take_turns(user, assistant, items:list[TaskItem], convs:list[Conversation], states:list[dict], turns:list[int]) -> list[Conversation]:
     "Let `user` and `assistant` alternate on each conversation, the user first, for up to `turns[i]` new messages each."
     ast = speaker(assistant)
@@ -259,6 +265,7 @@ def take_turns(user, assistant, items:list[TaskItem], convs:list[Conversation], 
         rnd += 1
     return convs
 
+# %% ../nbs/02a_dialogue.ipynb #691a824c
 def converse(user, assistant, items:list[TaskItem], H:int, seed:int=0, G:int|None=None) -> list[Conversation]:
     "Fresh conversations of `user` and `assistant` on `items` (`G` per item if given): the user first, at most `H` assistant turns."
     its, convs, states = new_conversations(items, G, seed)

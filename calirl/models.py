@@ -118,6 +118,7 @@ def check_tokenizer(tok, path:str|Path, texts:Iterable[str]=CHECK_TEXTS) -> None
         if tok.chat_template and tok.apply_chat_template(chat, return_dict=False) != t2.apply_chat_template(chat, return_dict=False):
             raise TokenizerMismatchError(f"{name}.from_pretrained({path}) renders the chat template to different ids")
 
+# %% ../nbs/04_models.ipynb #2d5fa0ae
 def save_model(model, tok, path:str|Path, check_texts:Iterable[str]=CHECK_TEXTS) -> Path:
     "Save `model` (safetensors) and `tok` to the folder `path` atomically, after checking the tokenizer reloads as itself."
     with atomic_path(path) as t:
@@ -147,6 +148,7 @@ def pick_attention(device:str, dtype:torch.dtype) -> str:
 
 LORA_DEFAULTS = dict(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
 
+# %% ../nbs/04_models.ipynb #da205221
 def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
     "The tokenizer at `name_or_path`, left-padded, with a pad token."
     tok = AutoTokenizer.from_pretrained(str(name_or_path), trust_remote_code=trust_remote_code)
@@ -154,13 +156,16 @@ def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return tok
 
+# %% ../nbs/04_models.ipynb #a7668c83
 def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:dict|None=None,
                trust_remote_code:bool=False, attn_implementation:str|None=None):
     "Load `(model, tokenizer)` from a hub id or local folder: safetensors only, bf16 on GPU, optional LoRA."
-    dev = resolve_device(device); dt = resolve_dtype(dtype, dev)
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
     kw = dict(dtype=dt, attn_implementation=attn_implementation or pick_attention(dev, dt), use_safetensors=True,
               trust_remote_code=trust_remote_code, device_map=dev)
-    p = Path(name_or_path); adapter = p / "adapter_config.json"
+    p = Path(name_or_path)
+    adapter = p / "adapter_config.json"
     try:
         if adapter.is_file():                     # a saved PEFT adapter: base model first, then the adapter
             from peft import PeftModel

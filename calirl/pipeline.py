@@ -35,6 +35,7 @@ def list_notebooks(root:str|Path) -> list[Path]:
     "The pipeline's notebooks under `root/nbs`, in run order."
     return sorted(p for p in (Path(root) / "nbs").iterdir() if NB_PATTERN.match(p.name))
 
+# %% ../nbs/00a_reproduce.ipynb #c802097a
 def select(names:list[str], wanted:str) -> str:
     "The stem among `names` that `wanted` (stem, number or name) denotes."
     w = wanted.removesuffix(".ipynb")
@@ -63,6 +64,7 @@ def declared_parameters(nb_path:str|Path) -> dict[str, Any]:
         out[node.targets[0].id] = ast.literal_eval(node.value)
     return out
 
+# %% ../nbs/00a_reproduce.ipynb #a87bd654
 def notebook_parameters(nb_path:str|Path, prof:Profile, run_dir:str|Path, figures_dir:str|Path) -> dict[str, Any]:
     "The papermill parameters for `nb_path` under profile `prof`."
     decl = declared_parameters(nb_path)
@@ -106,6 +108,7 @@ def load_state_file(p:str|Path) -> dict:
     if bad: raise PipelineError(f"unusable entry for {', '.join(map(repr, bad[:3]))}")
     return st
 
+# %% ../nbs/00a_reproduce.ipynb #e1d22e11
 def _load_record(p:Path) -> dict|None:
     "The record in file `p`, or `None` when it is unusable."
     try: e = json.loads(p.read_bytes())
@@ -122,6 +125,7 @@ def read_state(run_dir:str|Path) -> dict:
     try: return load_state_file(Path(run_dir) / "state.json")
     except PipelineError: return recorded_state(run_dir)
 
+# %% ../nbs/00a_reproduce.ipynb #fc2b2472
 def state_problem(run_dir:str|Path) -> str|None:
     "Why `run_dir/state.json` is unusable; `None` when it is sound or absent."
     p = Path(run_dir) / "state.json"
@@ -141,6 +145,7 @@ def set_aside_state(run_dir:str|Path, log:Callable=print) -> Path|None:
     log(f"calirl: {p} was damaged ({why}); set aside as {kept.name}; state rebuilt from {len(state)} notebook record(s)")
     return kept
 
+# %% ../nbs/00a_reproduce.ipynb #12733e81
 def save_step(state:dict, run_dir:str|Path, name:str) -> None:
     "Write notebook `name`'s entry of `state` as its record, then the whole state; both atomically."
     save_json(state[name], record_path(run_dir, name))
@@ -161,6 +166,7 @@ def run_paths(root:str|Path, profile_name:str) -> tuple[Path, Path]:
     "`runs/<profile>` and `figures/<profile>` under `root`."
     return Path(root) / "runs" / profile_name, Path(root) / "figures" / profile_name
 
+# %% ../nbs/00a_reproduce.ipynb #02c4bf13
 def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:list|None=None,
               start:str|None=None, force:bool=False) -> tuple[Profile, list[Step]]:
     "Validate profile `profile_name` and plan the run of every notebook under `root`."
@@ -177,7 +183,8 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
     state, prev, steps = read_state(run_dir), "", []
     for nb in nbs:
         params = notebook_parameters(nb, prof, run_dir.resolve(), fig_dir.resolve())
-        fp = fingerprint(prev, nb, params); prev = fp
+        fp = fingerprint(prev, nb, params)
+        prev = fp
         makes = [n for n, (_, maker) in ARTIFACTS.items() if maker == nb.stem]
         s = state.get(nb.stem, {})
         done = (s.get("status") == "ok" and s.get("fingerprint") == fp
@@ -193,6 +200,7 @@ PEAK_FLOPS, UTILISATION = 312e12, 0.30
 PAPER_COST = {"06_simulator_sft": "paper: < 1 h on 8 A800 per task (< 8 GPU-h)",
               "09_grpo": "paper: 4–8 h on 32 A800 per task (128–256 GPU-h)"}
 
+# %% ../nbs/00a_reproduce.ipynb #9ce0860b
 def gpu_hours(prof:Profile) -> dict[str, float]:
     "Estimated GPU-hours per stage of a GPU run of `prof` (see the assumptions above)."
     P = lambda name, default=1e9: PARAMS.get(name, default)
@@ -294,6 +302,7 @@ def run_environment(root:str|Path, prof:Profile) -> dict[str, str]:
     if prof.device == "cpu": env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     return env
 
+# %% ../nbs/00a_reproduce.ipynb #23f4d36d
 def _lock(run_dir:Path, fig_dir:Path, name:str):
     "Create the run's folders and hold its lock; a one-line `PipelineError` when either is impossible."
     try:
@@ -315,6 +324,7 @@ def _execute(s:Step, out:Path, progress:bool) -> None:
                              progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log")))
     finally: keep_if_whole(tmp, out)
 
+# %% ../nbs/00a_reproduce.ipynb #de25e71e
 def _failure(s:Step, out:Path, root:Path, e) -> str:
     "The report of step `s` failing with papermill's error `e`."
     try: i, first = source_cell(out, s.path, e.cell_index)
@@ -323,6 +333,7 @@ def _failure(s:Step, out:Path, root:Path, e) -> str:
     return (f"✗ notebook {s.name} failed in cell {i} of {src} (`{first}`): {e.ename}: {e.evalue}\n"
             f"  open the executed copy: {out} (its process output: {out.with_suffix('.log')})")
 
+# %% ../nbs/00a_reproduce.ipynb #88ff9c38
 def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[str, int]:
     "Execute step `s` into `out`: its status and exit code, reported in one line on failure."
     from papermill.exceptions import PapermillExecutionError
@@ -338,6 +349,7 @@ def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[
         return "failed", 1
     return "ok", 0
 
+# %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None) -> int:
     "Run the steps `todo` in order, recording each before and after; an exit code."
     run_dir, fig_dir = run_paths(root, prof.name)
@@ -358,6 +370,7 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
     log(f"done in {time.time() - t_all:.1f} s; figures and tables in {fig_dir}")
     return 0
 
+# %% ../nbs/00a_reproduce.ipynb #c3a376e4
 def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, progress:bool|None=None) -> int:
     "Execute the `run` steps of a plan in order; return a process exit code (0 ok, 1 failed, 130 interrupted)."
     root = Path(root)

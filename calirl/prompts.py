@@ -21,6 +21,7 @@ TASK_DESCRIPTIONS = {
     "docedit-chat": "You want an AI to help you rewrite a document until it says what you have in mind.",
 }
 
+# %% ../nbs/02b_prompts.ipynb #a4c2cc0d
 USER_SIMULATOR_PROMPT = """You are playing a person (the USER) who is chatting with an AI assistant to get something done.
 Write the next message this person would send. Sound like a real person, not like an assistant.
 
@@ -57,6 +58,7 @@ Reply with one JSON object and nothing else:
   "response": "<your message to the assistant>"}}
 When your goal is met, or you decide the assistant cannot help, make your response {terminal_signal}"""
 
+# %% ../nbs/02b_prompts.ipynb #32f1811e
 POLICY_SYSTEM_PROMPT = """You are an AI assistant working with a user on a task: writing, analysis, answering questions, math or code.
 Write your reply to the user's latest message. Be helpful and work with the user interactively.
 
@@ -80,6 +82,7 @@ Reply with one JSON object and nothing else:
   "thought": "<your reasoning about what to say>",
   "response": "<your message to the user>"}}"""
 
+# %% ../nbs/02b_prompts.ipynb #2f416b10
 JUDGE_PROMPT = """You grade answers carefully. Decide whether an AI model's answer to a question is correct.
 
 <|question and ground truth|>
@@ -97,6 +100,7 @@ Is the model's final answer to the question correct, i.e. consistent with the gr
 Reply with one JSON object and nothing else:
 {{"thought": "<your reasoning>", "accuracy": <0 or 1>}}"""
 
+# %% ../nbs/02b_prompts.ipynb #908439e9
 def format_history(messages:list) -> str:
     "Render a chat as `role: content` lines (empty chat → a note saying so)."
     if not messages: return "(no messages yet)"
@@ -128,6 +132,7 @@ class Parsed:
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)(?:```|$)", re.S)
 
+# %% ../nbs/02b_prompts.ipynb #efa24652
 def _close_truncated(s:str) -> str:
     "Close an unterminated string and the open brackets of truncated JSON `s`."
     stack, in_str, esc = [], False, False
@@ -144,6 +149,7 @@ def _close_truncated(s:str) -> str:
     s = re.sub(r"[,:]\s*$", "", s)
     return s + "".join(reversed(stack))
 
+# %% ../nbs/02b_prompts.ipynb #2a1b3708
 def _as_dict(s:str):
     "Parse `s` as JSON, then as a Python literal; a dict or None."
     for f in (json.loads, ast.literal_eval):
@@ -163,6 +169,7 @@ def _by_regex(text:str, names:tuple) -> dict:
         if m: out[n] = next(g for g in m.groups() if g is not None).replace('\\"', '"').replace("\\n", "\n")
     return out
 
+# %% ../nbs/02b_prompts.ipynb #c720d6e0
 def parse_json_output(text, names:tuple, message_field:str="response") -> Parsed:
     "Parse a model's JSON output with fields `names`; the message is `message_field` (or the plain text)."
     try:
@@ -199,8 +206,11 @@ def parse_json_output(text, names:tuple, message_field:str="response") -> Parsed
     except Exception as e:                          # the promise is: never raise
         return Parsed("" if text is None else str(text)[:MAX_PARSE_CHARS], {}, "plain_text", (f"parser_error:{type(e).__name__}",))
 
+# %% ../nbs/02b_prompts.ipynb #8731dc2e
 def _is_json(s:str) -> bool:
-    try: json.loads(s); return True
+    try:
+        json.loads(s)
+        return True
     except Exception: return False
 
 # %% ../nbs/02b_prompts.ipynb #856f5996
@@ -216,6 +226,7 @@ def parse_policy(text) -> Parsed:
     "Parse a policy's output."
     return parse_json_output(text, POLICY_FIELDS, "response")
 
+# %% ../nbs/02b_prompts.ipynb #d58621bf
 def parse_judge(text) -> tuple[int | None, Parsed]:
     "The judge's verdict (1, 0, or None when unscorable) and the parse."
     p = parse_json_output(text, JUDGE_FIELDS, "thought")
@@ -233,7 +244,8 @@ class ParseStats:
     status: Counter = field(default_factory=Counter)
     issues: Counter = field(default_factory=Counter)
     def add(self, p:Parsed) -> Parsed:
-        self.status[p.status] += 1; self.issues.update(i.split(":")[0] if i.startswith("parser_error") else i for i in p.issues)
+        self.status[p.status] += 1
+        self.issues.update(i.split(":")[0] if i.startswith("parser_error") else i for i in p.issues)
         return p
     @property
     def n(self) -> int: return sum(self.status.values())

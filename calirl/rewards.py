@@ -29,6 +29,7 @@ def unscorable(reason:str) -> Score:
     "An explicit unscorable result."
     return Score(None, f"unscorable:{reason}")
 
+# %% ../nbs/02c_rewards.ipynb #a5105d0f
 def safe_score(fn:Callable, *args, **kw) -> Score:
     "Call a reward `fn`; turn exceptions, NaN and out-of-range values into `unscorable`."
     try: v = fn(*args, **kw)
@@ -57,6 +58,7 @@ def _mv_warm() -> bool:
     "Import math-verify and run one comparison, so that no timed call pays for loading it."
     return _mv_verify("\\frac{1}{2}", "\\sqrt{0.25}") is True
 
+# %% ../nbs/02c_rewards.ipynb #2046f9b1
 class Verifier:
     "Exact values compared directly; anything else through math-verify in a warm, time-limited worker process."
     def __init__(self, timeout_s:float=5.0, startup_s:float=120.0, fn:Callable|None=None):

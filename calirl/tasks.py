@@ -45,11 +45,14 @@ def math_answer(op:str, a:int, b:int) -> int:
     "y* = a ∘ b."
     return a + b if op == "add" else a - b if op == "sub" else a * b
 
+# %% ../nbs/02_tasks.ipynb #ba822a1e
 def math_item(rng:random.Random, item_id:str, p_hide_a:float=0.3) -> TaskItem:
     "A seeded math-chat item; `b` is always withheld, `a` with probability `p_hide_a`."
     op = rng.choice(list(OPS))
     if op == "add": a, b = rng.randint(2, 9), rng.randint(1, 9)
-    elif op == "sub": a = rng.randint(5, 15); b = rng.randint(1, min(9, a - 1))
+    elif op == "sub":
+        a = rng.randint(5, 15)
+        b = rng.randint(1, min(9, a - 1))
     else: a, b = rng.randint(2, 5), rng.randint(2, 5)
     name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
     hidden = ["a", "b"] if rng.random() < p_hide_a else ["b"]
@@ -106,6 +109,7 @@ def _rows(source:str|Path, split:str) -> list[dict]:
     if missing: raise ValueError(f"{source} lacks CollabLLM columns {missing}; it has {ds.column_names}")
     return ds.to_list()
 
+# %% ../nbs/02_tasks.ipynb #13697cb3
 def load_collabllm(source:str|Path, task:str, split:str="train") -> list[TaskItem]:
     "Task items, one per `conv_id`, from a CollabLLM-schema hub id or Parquet file."
     convs = {}
@@ -123,6 +127,7 @@ def load_collabllm(source:str|Path, task:str, split:str="train") -> list[TaskIte
         out.append(TaskItem(task, cid, r["single_turn_prompt"], r["single_turn_completion"], {}, hist, dict(md)))
     return out
 
+# %% ../nbs/02_tasks.ipynb #d621ebb1
 def heldout_split(items:list[TaskItem], n_eval:int, salt:str="calirl") -> tuple[list[TaskItem], list[TaskItem]]:
     "(train, held-out): the `n_eval` items with the smallest hash of their id are held out."
     key = lambda it: hashlib.sha256(f"{salt}|{it.item_id}".encode()).hexdigest()

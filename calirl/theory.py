@@ -23,7 +23,9 @@ def history(i:int, t:int, S:int, A:int) -> tuple:
     "The tuple (s_0, a_0, ..., s_t) stored at index `i` of a turn-`t` vector."
     out = []
     for _ in range(t):
-        i, s = divmod(i, S); i, a = divmod(i, A); out = [a, s] + out
+        i, s = divmod(i, S)
+        i, a = divmod(i, A)
+        out = [a, s] + out
     return (i, *out)
 
 # %% ../nbs/01_theory.ipynb #07e3eafb
@@ -45,6 +47,7 @@ def random_kernel(rng, n:int, k:int, alpha:float) -> np.ndarray:
     "`n` random distributions over `k` outcomes, one per row (Dirichlet(alpha); small alpha: nearly deterministic)."
     return rng.dirichlet(np.full(k, alpha), size=n)
 
+# %% ../nbs/01_theory.ipynb #f94d0bd1
 def random_instance(rng, S:int, A:int, H:int, R_max:float=1.0) -> Instance:
     "A random non-Markov instance; π' and T_sim are π and T_real mixed with noise of a random weight (0 included)."
     al, lp, ls = rng.choice([0.1, 1.0, 10.0]), *rng.choice([0, 1e-3, 0.1, 0.5, 1.0], size=2)
@@ -76,6 +79,7 @@ def expected_rewards(d:list, pi:list, r:list) -> np.ndarray:
     "E_{(h,a)~q_t} r_t(h, a) for every turn t."
     return np.array([(q_t(x, p) * rt).sum() for x, p, rt in zip(d, pi, r)])
 
+# %% ../nbs/01_theory.ipynb #793bd5df
 def J(rho:np.ndarray, pi:list, T:list, r:list, markov:bool=False) -> float:
     "The return J(π) = Σ_t E_{q_t^π} r_t of policy `pi` against user `T`."
     return float(expected_rewards(d_t(rho, pi, T, markov), pi, r).sum())
@@ -140,12 +144,17 @@ def adversarial_instance(rng, S:int, A:int, H:int, R_max:float=1.0) -> Instance:
     r = [R_max * rng.integers(0, 2, size=(n, A)).astype(float) for n in N]
     rho = det(1, S)[0]
     d = d_t(rho, pi, T)
-    pi_p = [p.copy() for p in pi]; t = rng.integers(H); h = rng.choice(N[t], p=d[t])
+    pi_p = [p.copy() for p in pi]
+    t = rng.integers(H)
+    h = rng.choice(N[t], p=d[t])
     pi_p[t][h] = np.roll(pi_p[t][h], 1)
-    T_sim = [x.copy() for x in T]; t = rng.integers(max(H - 1, 1)); i = rng.choice(N[t] * A, p=q_t(d[t], pi[t]).ravel())
+    T_sim = [x.copy() for x in T]
+    t = rng.integers(max(H - 1, 1))
+    i = rng.choice(N[t] * A, p=q_t(d[t], pi[t]).ravel())
     T_sim[t][i // A, i % A] = np.roll(T_sim[t][i // A, i % A], 1)
     return Instance(rho, T, T_sim, pi, pi_p, r, R_max)
 
+# %% ../nbs/01_theory.ipynb #33f20ce1
 def check_instance(m:Instance) -> dict:
     "For each inequality of this notebook, (bound, actual) arrays over turns t for instance `m`."
     R, H, mk = m.R_max, m.H, m.markov
@@ -178,8 +187,10 @@ def check_instance(m:Instance) -> dict:
 def derail_chain(H:int, eps:float, delta:float, R_max:float=1.0) -> Instance:
     "The two-state derailing dialogue: π slips w.p. ε/2 on track, the simulator derails w.p. δ/2 after a careful answer."
     T = np.array([[[1., 0.], [0., 1.]], [[0., 1.], [0., 1.]]])          # T[s, a, s']: 0 on track, 1 derailed
-    T_sim = T.copy(); T_sim[0, 0] = [1 - delta / 2, delta / 2]
-    pi_p = np.array([[1., 0.], [1., 0.]]); pi = np.array([[1 - eps / 2, eps / 2], [1., 0.]])
+    T_sim = T.copy()
+    T_sim[0, 0] = [1 - delta / 2, delta / 2]
+    pi_p = np.array([[1., 0.], [1., 0.]])
+    pi = np.array([[1 - eps / 2, eps / 2], [1., 0.]])
     r = R_max * np.array([[1., 0.], [0., 0.]])                           # careful answer while on track
     return Instance(np.array([1., 0.]), [T] * H, [T_sim] * H, [pi] * H, [pi_p] * H, [r] * H, R_max, markov=True)
 
