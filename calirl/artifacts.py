@@ -12,16 +12,16 @@ measured simulator error δ̂_t and Theorem 3.2's bound."""
 # %% auto #0
 __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS', 'artifact_knobs', 'artifact_user',
            'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'make_user', 'cell_name',
-           'run_cell', 'run_cells', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory', 'summarize',
-           'plot_bars', 'plot_gap', 'most_harmful']
+           'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory',
+           'summarize', 'plot_bars', 'plot_gap', 'most_harmful']
 
 # %% ../nbs/13_artifacts.ipynb #4053eab2
 import hashlib, json, math, os, shutil, time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import seed_everything
+from .core import GRPOSettings, PerTask, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
 from .dialogue import strip_terminal
@@ -130,9 +130,33 @@ def _digest(path:str|Path|None) -> str:
     for f in sorted(Path(path).glob("*.safetensors")) if path else []: h.update(f.read_bytes())
     return h.hexdigest()[:10]
 
-def cell_name(spec:dict) -> str:
-    s = spec.get("strength")
-    return f"{spec['simulator']}-{spec['reward_path']}" + (f"-s{s:g}" if s is not None else "") + f"-seed{spec['seed']}"
+def cell_name(spec:"CellSpec") -> str:
+    "simulator-reward path[-s strength]-seed N: the readable part of a cell's folder name."
+    return f"{spec.simulator}-{spec.reward_path}" + (f"-s{spec.strength:g}" if spec.strength is not None else "") + f"-seed{spec.seed}"
+
+# %% ../nbs/13_artifacts.ipynb #edb9d826
+@dataclass(frozen=True)
+class CellSpec:
+    "One ablation cell: what it trains against, with which settings, on which data, and where its results go."
+    simulator: str              # one of `SIMULATORS`
+    reward_path: str            # one of `REWARD_PATHS`
+    strength: float|None        # the artifact's strength (the real user: 0), None for the mix and the LM simulators
+    grpo: GRPOSettings          # its `seed` is the cell's training seed
+    steps: int                  # GRPO steps
+    max_len: PerTask            # context limit of a training sequence, per task
+    tasks: tuple                # tasks trained and evaluated on
+    n_train_items: int          # training items per task
+    n_eval: int                 # held-out items per task
+    data_seed: int              # seed of the items
+    H: int                      # max rounds per episode
+    eval_temperature: float
+    turn_cost: float            # the verdict reward's cost per extra policy turn
+    policy_path: str            # the base policy's folder
+    ckpt_root: str              # where cells keep checkpoints and results (not part of a cell's identity)
+    sim_path: str|None = None   # the LM simulator's folder (`sft`, `dial`)
+
+    @property
+    def seed(self) -> int: return self.grpo.seed
 
 # %% ../nbs/13_artifacts.ipynb #12e46136
 def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
@@ -142,7 +166,7 @@ def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
     won = [f["leak"] for f, s in zip(flags, scores) if s is not None and s > 0]
     return dict(probe_leak_rewarded=float(np.mean(won)) if won else 0.0, probe_accept_wrong=float(np.mean([f["accept_wrong"] for f in flags])))
 
-def run_cell(spec:dict) -> dict:
+def run_cell(spec:CellSpec) -> dict:
     "Train one ablation cell from the base policy (resumable), evaluate it against the real user and its simulator."
     import torch
     from calirl.backends import HFBackend
@@ -150,28 +174,28 @@ def run_cell(spec:dict) -> dict:
     from calirl.grpo import fingerprint, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
     from calirl.models import load_model
     torch.set_num_threads(1); os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    g, s = spec["grpo"], spec["seed"]
-    fp = fingerprint(**{k: v for k, v in spec.items() if k not in ("ckpt_root",)}, policy=_digest(spec["policy_path"]), sim=_digest(spec.get("sim_path")))
-    out_dir = Path(spec["ckpt_root"]) / f"{cell_name(spec)}-{fp}"
+    g, s = spec.grpo, spec.seed
+    fp = fingerprint(cell=replace(spec, ckpt_root=""), policy=_digest(spec.policy_path), sim=_digest(spec.sim_path))
+    out_dir = Path(spec.ckpt_root) / f"{cell_name(spec)}-{fp}"
     done = out_dir.parent / f"{out_dir.name}.json"
     if done.is_file(): return json.loads(done.read_text())
     seed_everything(s); t0 = time.time()
-    train = {it.item_id: it for t in spec["tasks"] for it in tiny_items(t, "train", spec["n_train_items"], spec["data_seed"])}
-    held = [it for t in spec["tasks"] for it in tiny_items(t, "eval", spec["n_eval"], spec["data_seed"])]
+    train = {it.item_id: it for t in spec.tasks for it in tiny_items(t, "train", spec.n_train_items, spec.data_seed)}
+    held = [it for t in spec.tasks for it in tiny_items(t, "eval", spec.n_eval, spec.data_seed)]
     rows = interleave([{"prompt": i, "task": it.task} for i, it in train.items()], seed=s)
-    mk = lambda: make_user(spec["simulator"], spec.get("strength"), spec.get("sim_path"), g["max_new_tokens"], s, spec["device"], spec["dtype"])
-    model, tok = load_model(spec["policy_path"], device=spec["device"], dtype=spec["dtype"])
-    cfg = grpo_config(out_dir, seed=s, device=spec["device"], dtype=spec["dtype"], save_steps=max(1, g["steps"] // 4), **g)
-    rf = interactive_rollout_func(mk(), train, tok, spec["H"], g["max_new_tokens"], g["train_temperature"], spec["max_len"], s)
-    tr = train_grpo(model, tok, rows, ablation_reward(spec["reward_path"], train, spec["turn_cost"]), cfg, rollout_func=rf)
+    mk = lambda: make_user(spec.simulator, spec.strength, spec.sim_path, g.max_new_tokens, s, g.device, g.dtype)
+    model, tok = load_model(spec.policy_path, device=g.device, dtype=g.dtype)
+    cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
+    rf = interactive_rollout_func(mk(), train, tok, spec.H, g, spec.max_len)
+    tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf)
     log = step_log(tr); k = max(1, len(log) // 5)
     t_train = time.time() - t0
     pol = HFBackend(tr.model.eval(), tok)
-    ev = lambda user: evaluate_policy(pol, tok, user, held, spec["H"], g["max_new_tokens"], spec["eval_temperature"], seed=1000 + s)
+    ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s)
     _, real = ev(make_user("real"))
     T_sim, sim = ev(mk())
     last = lambda key: float(np.mean([h[key] for h in log[-k:] if key in h])) if any(key in h for h in log[-k:]) else math.nan
-    res = dict(simulator=spec["simulator"], reward_path=spec["reward_path"], strength=spec.get("strength"), seed=s,
+    res = dict(simulator=spec.simulator, reward_path=spec.reward_path, strength=spec.strength, seed=s,
                success=float(real.score.mean()), asks_first=float(real.asks_first.mean()), turns=float(real.turns.mean()),
                policy_tokens=float(real.policy_tokens.mean()), J_sim=float(sim.score.mean()),
                gap=float(sim.score.mean() - real.score.mean()), train_return=last("ablation/judge"), train_reward=last("reward"),
@@ -184,7 +208,7 @@ def run_cell(spec:dict) -> dict:
     out_dir.parent.mkdir(parents=True, exist_ok=True); done.write_text(json.dumps(res, indent=1))
     return res
 
-def run_cells(specs:list[dict], workers:int=1) -> list[dict]:
+def run_cells(specs:list[CellSpec], workers:int=1) -> list[dict]:
     "Run `specs` (in order, or over `workers` spawned processes: the results do not depend on it)."
     if workers <= 1 or len(specs) <= 1: return [run_cell(s) for s in specs]
     import multiprocessing as mp

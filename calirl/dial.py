@@ -6,7 +6,7 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 
 # %% auto #0
 __all__ = ['P0', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_metrics', 'logit',
-           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_train', 'dpo_step']
+           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_step']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
 import tempfile
@@ -16,6 +16,7 @@ import pandas as pd
 import torch
 from .tasks import TaskItem
 from .rollout import simulator_context
+from .training import dpo_train
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
@@ -125,26 +126,6 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
     return pairs, stats
 
 # %% ../nbs/07_dial.ipynb #565eeab3
-def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
-              seed:int=0, device:str="cpu", dtype:str="float32", scheduler:str="linear", precompute_ref:bool=False):
-    "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`; reference = that model, frozen."
-    from datasets import Dataset
-    from transformers import PrinterCallback
-    from trl import DPOConfig, DPOTrainer
-    from calirl.models import load_model
-    model, tok = load_model(model_path, device=device, dtype=dtype)
-    ref, _ = load_model(model_path, device=device, dtype=dtype)
-    cfg = DPOConfig(output_dir=tempfile.mkdtemp(), beta=beta, loss_type="sigmoid", learning_rate=lr, num_train_epochs=epochs,
-                    per_device_train_batch_size=batch_size, lr_scheduler_type=scheduler, max_grad_norm=1.0, save_strategy="no",
-                    report_to="none", logging_steps=1, bf16=False, fp16=False, seed=seed, max_length=max_length,
-                    use_cpu=not torch.cuda.is_available(), gradient_checkpointing=False, disable_tqdm=True,
-                    precompute_ref_log_probs=precompute_ref)   # frozen reference: scoring it once saves time over many epochs
-    ds = Dataset.from_list([{k: p[k] for k in ("prompt", "chosen", "rejected")} for p in pairs])
-    tr = DPOTrainer(model=model, ref_model=ref, args=cfg, train_dataset=ds, processing_class=tok)
-    tr.remove_callback(PrinterCallback)                      # the log is returned (and tabulated), not printed per step
-    tr.train()
-    return tr.model.eval(), tok, [h for h in tr.state.log_history if "loss" in h]
-
 def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0):
     "One DIAL refinement: one epoch of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen."
     return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=1, seed=seed)

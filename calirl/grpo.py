@@ -9,15 +9,17 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 __all__ = ['CURVES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch', 'TrainerVLLM',
            'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics', 'transcript_reward',
            'static_prompts', 'single_turn_reward', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo',
-           'step_log', 'interleave', 'phase2_simulator_path', 'run_variant', 'curves_frame', 'plot_curves']
+           'step_log', 'interleave', 'run_variant', 'curves_frame', 'plot_curves']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, re, tempfile, time
 from contextlib import nullcontext
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Callable
 import pandas as pd
 import torch
+from .core import GRPOSettings, PerTask
 from .tasks import TaskItem
 from .dialogue import Conversation, asks, committed, final_answer, is_right, prefix_ends
 from .rewards import task_reward
@@ -138,21 +140,20 @@ def policy_backend(trainer, tok):
     return TrainerVLLM(trainer, tok) if getattr(trainer, "use_vllm", False) else HFBackend(trainer.model, tok)
 
 # %% ../nbs/09_grpo.ipynb #d4af8e3c
-def interactive_rollout_func(user, items:dict[str, TaskItem], tok, H:int, max_new_tokens:int, temperature:float,
-                             max_len:dict[str, int], seed:int=0) -> Callable:
-    "A TRL `rollout_func` that runs multi-turn episodes of the trainer's model against the frozen `user`."
+def interactive_rollout_func(user, items:dict[str, TaskItem], tok, H:int, settings:GRPOSettings, max_len:PerTask) -> Callable:
+    "A TRL `rollout_func`: multi-turn episodes of the trainer's model against the frozen `user`, sampled as `settings` say."
     def rollout_func(prompts:list, trainer) -> dict:
         G = trainer.num_generations
         ids = [str(p) for p in prompts[::G]]
         if [str(p) for p in prompts] != [i for i in ids for _ in range(G)]:
             raise ValueError("rollout_func expects each prompt repeated num_generations times in a row")
-        policy, step_seed = policy_backend(trainer, tok), seed * 100_003 + trainer.state.global_step
+        policy, step_seed = policy_backend(trainer, tok), settings.seed * 100_003 + trainer.state.global_step
         out = {}
         with policy if isinstance(policy, TrainerVLLM) else nullcontext():
             for L in dict.fromkeys(max_len[items[i].task] for i in ids):    # one batched rollout per context limit
                 its = [items[i] for i in ids if max_len[items[i].task] == L]
-                for t in rollout(policy, tok, user, its, G=G, H=H, max_new_tokens=max_new_tokens, temperature=temperature,
-                                 seed=step_seed, max_len=L):
+                for t in rollout(policy, tok, user, its, G=G, H=H, max_new_tokens=settings.max_new_tokens,
+                                 temperature=settings.train_temperature, seed=step_seed, max_len=L):
                     out[(t.item_id, t.sample)] = t
         trajs = [out[(i, k)] for i in ids for k in range(G)]
         for t in trajs:                          # the user ended the chat before the policy spoke: one inert token
@@ -237,31 +238,32 @@ def single_turn_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     return task_reward_fn
 
 # %% ../nbs/09_grpo.ipynb #60ef05d5
-def grpo_config(out_dir:str|Path, steps:int, G:int, grpo_batch:int, grpo_lr:float, adam_beta1:float, adam_beta2:float,
-                eps_low:float, eps_high:float, kl_beta:float, train_temperature:float, max_new_tokens:int, seed:int=0,
-                device:str="cpu", dtype:str="float32", save_steps:int|None=None, rollout_backend:str="hf",
+def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:int|None=None,
                 vllm_gpu_memory_utilization:float=0.3, vllm_enable_sleep_mode:bool=False, **kw):
-    "TRL `GRPOConfig` for one variant from the profile's GRPO keys (`rollout_backend='vllm'`: TRL's colocated vLLM engine)."
+    "TRL `GRPOConfig` for `steps` steps with the GRPO `settings` (`rollout_backend='vllm'`: TRL's colocated vLLM engine)."
     from trl import GRPOConfig
-    if grpo_batch % G: raise ValueError(f"grpo_batch ({grpo_batch}) must be a multiple of G ({G}): rollouts per step = prompts × G")
-    if rollout_backend not in ("hf", "vllm"): raise ValueError(f"rollout_backend must be 'hf' or 'vllm', got {rollout_backend!r}")
-    cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    if rollout_backend == "vllm":
-        if not cuda: raise ValueError(f"rollout_backend = vllm needs a CUDA device (device = {device!r}); use rollout_backend = hf on CPU")
+    s = settings
+    cuda = s.device.startswith("cuda") or (s.device == "auto" and torch.cuda.is_available())
+    if s.rollout_backend == "vllm":
+        if not cuda: raise ValueError(f"rollout_backend = vllm needs a CUDA device (device = {s.device!r}); use rollout_backend = hf on CPU")
         kw = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=vllm_gpu_memory_utilization,
                   vllm_enable_sleep_mode=vllm_enable_sleep_mode, **kw)
-    return GRPOConfig(output_dir=str(out_dir), max_steps=steps, num_generations=G, per_device_train_batch_size=grpo_batch,
-                      gradient_accumulation_steps=1, steps_per_generation=1, learning_rate=grpo_lr, lr_scheduler_type="constant",
-                      warmup_steps=0, adam_beta1=adam_beta1, adam_beta2=adam_beta2, weight_decay=0.0, max_grad_norm=1.0,
-                      epsilon=eps_low, epsilon_high=eps_high, beta=kl_beta, loss_type="dapo", scale_rewards="group",
-                      temperature=train_temperature, top_p=1.0, max_completion_length=max_new_tokens, shuffle_dataset=False,
-                      bf16=cuda and dtype != "float32", use_cpu=not cuda, gradient_checkpointing=False, seed=seed, data_seed=seed,
+    return GRPOConfig(output_dir=str(out_dir), max_steps=steps, num_generations=s.G, per_device_train_batch_size=s.grpo_batch,
+                      gradient_accumulation_steps=1, steps_per_generation=1, learning_rate=s.grpo_lr, lr_scheduler_type="constant",
+                      warmup_steps=0, adam_beta1=s.adam_beta1, adam_beta2=s.adam_beta2, weight_decay=0.0, max_grad_norm=1.0,
+                      epsilon=s.eps_low, epsilon_high=s.eps_high, beta=s.kl_beta, loss_type="dapo", scale_rewards="group",
+                      temperature=s.train_temperature, top_p=1.0, max_completion_length=s.max_new_tokens, shuffle_dataset=False,
+                      bf16=cuda and s.dtype != "float32", use_cpu=not cuda, gradient_checkpointing=False, seed=s.seed, data_seed=s.seed,
                       logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
                       report_to="none", dataloader_num_workers=0, **kw)
 
+def _plain(x):
+    "The JSON form of a value: a typed settings group as its fields, anything else as its text."
+    return asdict(x) if is_dataclass(x) else str(x)
+
 def fingerprint(**settings) -> str:
-    "A short hash of the settings a checkpoint belongs to."
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    "A short hash of the settings a checkpoint belongs to (typed groups by their fields)."
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=_plain).encode()).hexdigest()[:10]
 
 def last_checkpoint(out_dir:str|Path) -> str | None:
     "The newest `checkpoint-N` folder under `out_dir` that has a trainer state, or None."
@@ -314,21 +316,11 @@ def interleave(rows:list[dict], key:str="task", seed:int=0) -> list[dict]:
     return out
 
 # %% ../nbs/09_grpo.ipynb #1b2589ee
-def phase2_simulator_path(run_dir:str|Path, which:str="sft") -> str:
-    "What `load_model` takes for the simulator Phase II trains against: Phase I SFT, or the last DIAL iteration."
-    from calirl.base_policy import model_source
-    if which == "sft": return model_source(run_dir, "simulator_sft")
-    if which != "dial": raise ValueError(f"phase2_simulator must be 'sft' or 'dial', got {which!r}")
-    from calirl.core import require_artifact
-    its = sorted((p for p in require_artifact(run_dir, "dial_simulators").glob("it*") if p.name[2:].isdigit()), key=lambda p: int(p.name[2:]))
-    if not its: raise FileNotFoundError(f"no DIAL iteration (it0, it1, …) under {require_artifact(run_dir, 'dial_simulators')}; rerun 07_dial")
-    return str(its[-1])
-
-def run_variant(name:str, base_path:str, rows:list[dict], reward_fn:Callable, settings:dict, ckpt_root:str|Path,
-                out_path:str|Path, rollout_func_for:Callable|None=None, device:str="cpu", dtype:str="float32") -> tuple[list[dict], float]:
-    "Train one variant from the base policy (resuming if possible), save it as safetensors; its step log and seconds."
-    model, tok = load_model(base_path, device=device, dtype=dtype)
-    cfg = grpo_config(Path(ckpt_root) / f"{name}-{fingerprint(name=name, **settings)}", **settings)
+def run_variant(name:str, base_path:str, rows:list[dict], reward_fn:Callable, settings:GRPOSettings, steps:int, ckpt_root:str|Path,
+                out_path:str|Path, rollout_func_for:Callable|None=None) -> tuple[list[dict], float]:
+    "Train one variant from the base policy for `steps` steps (resuming if possible), save it as safetensors; its step log and seconds."
+    model, tok = load_model(base_path, device=settings.device, dtype=settings.dtype)
+    cfg = grpo_config(Path(ckpt_root) / f"{name}-{fingerprint(name=name, steps=steps, grpo=settings)}", steps, settings)
     t0 = time.time()
     tr = train_grpo(model, tok, rows, reward_fn, cfg, rollout_func=rollout_func_for(tok) if rollout_func_for else None)
     save_model(tr.model.eval(), tok, out_path)

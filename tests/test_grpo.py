@@ -1,10 +1,15 @@
 """Multi-turn GRPO (09_grpo): the readable reference equals TRL's computation on the same batch, and a killed
 training run resumes from its last checkpoint to the same result as an uninterrupted one."""
 import math
+from dataclasses import replace
 import pytest
 import torch
 torch.set_num_threads(1)   # tiny models: one thread is as fast, and more threads on shared cores thrash
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
+from calirl.core import GRPOSettings, PerTask
+
+SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
+                        train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf")
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +50,9 @@ def test_reference_equals_trl(tiny, mask_truncated):
 def _train(model, tok, items, out_dir, steps, callbacks=None):
     from calirl.grpo import grpo_config, interactive_rollout_func, interleave, train_grpo, transcript_reward
     from calirl.users import artifact_simulator
-    cfg = grpo_config(out_dir, steps=steps, G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2,
-                      eps_high=0.28, kl_beta=0.0, train_temperature=1.0, max_new_tokens=8, seed=0, save_steps=1)
+    cfg = grpo_config(out_dir, steps, SETTINGS, save_steps=1)
     rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
-    rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, 8, 1.0, {"math-chat": 256, "docedit-chat": 256}, seed=0)
+    rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, SETTINGS, PerTask("max_len", 256, 256))
     return train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, callbacks=callbacks)
 
 
@@ -94,14 +98,13 @@ def test_vllm_colocate_grpo(tmp_path):
     path = save_model(model, tok, tmp_path / "policy")
     for sleep in (False, True):
         model, tok = load_model(path, device="cuda", dtype="bfloat16")
-        cfg = grpo_config(tmp_path / f"run-{sleep}", steps=2, G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98,
-                          eps_low=0.2, eps_high=0.28, kl_beta=0.0, train_temperature=1.0, max_new_tokens=8, seed=0, device="cuda",
-                          dtype="bfloat16", rollout_backend="vllm", vllm_gpu_memory_utilization=0.15, vllm_enable_sleep_mode=sleep,
+        gpu = replace(SETTINGS, device="cuda", dtype="bfloat16", rollout_backend="vllm")
+        cfg = grpo_config(tmp_path / f"run-{sleep}", 2, gpu, vllm_gpu_memory_utilization=0.15, vllm_enable_sleep_mode=sleep,
                           vllm_max_model_length=512)
         assert cfg.use_vllm and cfg.vllm_mode == "colocate"
         rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
         calls = []
-        inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, 8, 1.0, {"math-chat": 256}, seed=0)
+        inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, gpu, PerTask("max_len", 256, 256))
         def spy(prompts, trainer):
             eng = trainer.vllm_generation.llm
             real = eng.generate
