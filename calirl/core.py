@@ -395,7 +395,7 @@ def save_figure(fig, name:str, figures_dir:str|Path, dpi:int=120) -> Path:
 ARTIFACTS: dict[str, tuple[str, str]] = {
     # name: (path under runs/<profile>/artifacts, notebook that makes it)
     "theory_checks": ("theory/checks.json", "01_theory"),
-    "policy_base": ("models/policy_base", "04b_base_policy"),
+    "policy_base": ("models/policy_base", "04c_base_policy"),
     "rollouts_demo": ("rollouts/demo.parquet", "05_rollout"),
     "oracle_traces": ("data/oracle_traces.parquet", "06_simulator_sft"),
     "simulator_sft": ("models/simulator_sft", "06_simulator_sft"),
