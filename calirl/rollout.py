@@ -154,6 +154,7 @@ def simulator_context(item:TaskItem, chat:list) -> list[dict]:
     msgs = [{"role": "system", "content": goal_text(item)}]
     return msgs + [dict(m) for m in chat]
 
+# %% ../nbs/05_rollout.ipynb #c0f5b8af
 @dataclass
 class LMSimulator:
     "A user model that is a language model on any backend (simulator-role chat template)."
@@ -188,22 +189,33 @@ def masked_spans(t:Conversation, keep:int=1) -> list[list[int]]:
 def cpu_limits(seconds:float=1.0) -> dict:
     "This machine's fp32 matmul FLOP/s and memory copy bandwidth (bytes/s), best of a few repeats."
     import torch
-    a = torch.randn(1024, 1024); b = torch.randn(1024, 1024)
+    a = torch.randn(1024, 1024)
+    b = torch.randn(1024, 1024)
     best_f, t_end = 0.0, time.time() + seconds
     while time.time() < t_end:
-        t0 = time.perf_counter(); torch.mm(a, b); best_f = max(best_f, 2 * 1024**3 / (time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best_f = max(best_f, 2 * 1024**3 / (time.perf_counter() - t0))
     x = torch.empty(32 * 2**20)                                         # 128 MiB
     best_b = 0.0
     for _ in range(5):
-        t0 = time.perf_counter(); y = x.clone(); best_b = max(best_b, 2 * x.numel() * 4 / (time.perf_counter() - t0)); del y
+        t0 = time.perf_counter()
+        y = x.clone()
+        best_b = max(best_b, 2 * x.numel() * 4 / (time.perf_counter() - t0))
+        del y
     return dict(matmul_flops=best_f, mem_bytes_per_s=best_b)
 
+# %% ../nbs/05_rollout.ipynb #0ec080dd
 class _Counting:
     "Wrap a backend and count generated tokens and calls."
     def __init__(self, b): self.b, self.tokens, self.calls = b, 0, 0
     def generate(self, prompts, *a, **kw):
-        out = self.b.generate(prompts, *a, **kw); self.calls += 1; self.tokens += sum(len(o.token_ids) for o in out); return out
+        out = self.b.generate(prompts, *a, **kw)
+        self.calls += 1
+        self.tokens += sum(len(o.token_ids) for o in out)
+        return out
 
+# %% ../nbs/05_rollout.ipynb #33cc8be6
 def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
     "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations; the result as a dict."
     import torch

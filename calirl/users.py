@@ -75,6 +75,7 @@ SAY = {
     "leak_doc": ["it should read : {doc}", "i want : {doc}", "target : {doc}"],
 }
 
+# %% ../nbs/03_users.ipynb #2b6e6ab5
 def say(key:str, rng:random.Random, knobs:UserKnobs, **kw) -> str:
     "One phrasing of `key`: the canonical one with probability `collapse`, else a random one."
     opts = SAY[key]
@@ -85,7 +86,8 @@ def add_typos(text:str, rng:random.Random, rate:float, keep:set) -> str:
     out = []
     for w in text.split(" "):
         if rate and len(w) >= 4 and w.isalpha() and w not in keep and rng.random() < rate:
-            i = rng.randrange(1, len(w) - 2); w = w[:i] + w[i + 1] + w[i] + w[i + 2:]
+            i = rng.randrange(1, len(w) - 2)
+            w = w[:i] + w[i + 1] + w[i] + w[i + 2:]
         out.append(w)
     return " ".join(out)
 
@@ -104,6 +106,7 @@ def _reveal(item:TaskItem, fact:str, rng, knobs) -> str:
     noun, adj = g["edits"][int(fact[4:])]
     return say("reveal_edit", rng, knobs, noun=noun, adj=adj)
 
+# %% ../nbs/03_users.ipynb #c0ce9983
 def _opening(item:TaskItem, hidden:list, rng, knobs) -> str:
     g = item.goal
     if item.task == "math-chat":
@@ -185,6 +188,7 @@ class ScriptedUser:
             out.append(replace(t, text=text, acts=t.acts + (("typo",) if text != t.text else ())))
         return out
 
+# %% ../nbs/03_users.ipynb #38f94cc4
 def scripted_human(**kw) -> ScriptedUser:
     "The tiny world's real user, oracle and evaluator (knobs: `HUMAN`, overridable)."
     return ScriptedUser(replace(HUMAN, **kw), "scripted-human")
@@ -198,6 +202,7 @@ def goal_text(item:TaskItem) -> str:
     "What the simulator is told it wants: the complete request and, when known, the reference answer."
     return f"{item.x}\n(reference answer: {item.y_star})" if item.y_star else item.x
 
+# %% ../nbs/03_users.ipynb #5738f425
 @dataclass
 class PromptedSimulator:
     "A user simulator that prompts a language model with the App. C.1 prompt."
@@ -209,7 +214,9 @@ class PromptedSimulator:
         "Prompt the model once for the whole batch; parse every reply leniently."
         prompts = [[{"role": "user", "content": user_simulator_prompt(it.task, goal_text(it), chat)}] for it, chat in zip(items, chats)]
         try: texts = list(self.generate(prompts))
-        except Exception as e: texts = [""] * len(items); err = f"generate_error:{type(e).__name__}"
+        except Exception as e:
+            texts = [""] * len(items)
+            err = f"generate_error:{type(e).__name__}"
         else: err = None
         out = []
         for t in texts:
@@ -263,7 +270,9 @@ def act_rates(dialogues:list[Conversation]) -> dict:
     "Per-user-turn frequency of each act, plus the number of user turns."
     c, n = Counter(), 0
     for d in dialogues:
-        for acts in d.user_acts: n += 1; c.update(set(acts))
+        for acts in d.user_acts:
+            n += 1
+            c.update(set(acts))
     return {"user_turns": n, **{k: v / max(n, 1) for k, v in sorted(c.items())}}
 
 def outcome_rates(dialogues:list[Conversation]) -> dict:
@@ -271,7 +280,9 @@ def outcome_rates(dialogues:list[Conversation]) -> dict:
     wrong = accepted_wrong = 0
     for d in dialogues:
         for acts in d.user_acts:
-            if "reject" in acts or "accept_wrong" in acts: wrong += 1; accepted_wrong += "accept_wrong" in acts
+            if "reject" in acts or "accept_wrong" in acts:
+                wrong += 1
+                accepted_wrong += "accept_wrong" in acts
     return dict(wrong_answers=wrong, accept_wrong_rate=accepted_wrong / max(wrong, 1))
 
 # %% ../nbs/03_users.ipynb #36cbc189
