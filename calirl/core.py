@@ -34,6 +34,7 @@ def check_batch(G:int, grpo_batch:int, where:str) -> None:
         raise ProfileError(f"{where}: `grpo_batch` = {grpo_batch} must be a multiple of `G` = {G} "
                            f"(rollouts per GRPO step = prompts × G)")
 
+# %% ../nbs/00_core.ipynb #5b77de89
 @dataclass(frozen=True)
 class Profile:
     "A validated run profile: every key of `settings.ini`, typed."
@@ -120,6 +121,7 @@ class Profile:
         "Rules between keys (each key's own rules are checked as it is read, by `check_value`)."
         check_batch(self.G, self.grpo_batch, f"profile [{self.name}]")
 
+# %% ../nbs/00_core.ipynb #f6c69288
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
 _FIELDS = {f.name: f for f in fields(Profile)}
 
@@ -138,6 +140,7 @@ def _in_range(x:float, md:dict) -> bool:
     return not ((md["lo"] is not None and x < md["lo"]) or (md["hi"] is not None and x > md["hi"])
                 or (md["gt"] is not None and x <= md["gt"]) or (md["lt"] is not None and x >= md["lt"]))
 
+# %% ../nbs/00_core.ipynb #413cd1fd
 def check_value(key:str, v:Any, where:str) -> Any:
     "Return the typed value `v` of `key` if it obeys the key's rules in the schema, else raise `ProfileError`."
     md = _FIELDS[key].metadata
@@ -160,6 +163,7 @@ _TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str:
                list[int]: "comma-separated integers", list[float]: "comma-separated numbers",
                list[str]: "comma-separated words"}
 
+# %% ../nbs/00_core.ipynb #fdafcf08
 def _parse_value(key:str, raw:str, where:str) -> Any:
     "Parse the INI string `raw` of `key` into the schema's type and check it, or raise `ProfileError`."
     f = _FIELDS[key]
@@ -184,6 +188,7 @@ def _suggest(word:str, valid:Iterable[str]) -> str:
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
     return f" (did you mean `{m[0]}`?)" if m else ""
 
+# %% ../nbs/00_core.ipynb #43208e3f
 def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
     "Raw `key -> string` of every profile in the INI file `path`, with `inherit` resolved."
     path = Path(path)
@@ -199,7 +204,8 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
     raw = {s: dict(cp[s]) for s in cp.sections()}
     def resolve(name, seen=()):
         if name in seen: raise ProfileError(f"{path}: `inherit` loops through {' → '.join(seen + (name,))}")
-        own = dict(raw[name]); parent = own.pop("inherit", None)
+        own = dict(raw[name])
+        parent = own.pop("inherit", None)
         if parent is None: return own
         if parent not in raw:
             raise ProfileError(f"{path}: [{name}] inherits unknown profile {parent!r}{_suggest(parent, raw)}; "
@@ -224,6 +230,7 @@ def parse_overrides(items:Iterable[str]) -> dict[str, str]:
         out[k.strip()] = v
     return out
 
+# %% ../nbs/00_core.ipynb #5f1b87e5
 def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=None) -> Profile:
     "Load, type-check and validate profile `name` from `path`, applying `overrides` (key -> string)."
     profiles = read_profiles(path)
@@ -260,6 +267,7 @@ def _where(src) -> str:
     "How messages name the source of a setting: the profile, or the notebook's parameters."
     return f"profile [{src.name}]" if isinstance(src, Profile) else "notebook parameters"
 
+# %% ../nbs/00_core.ipynb #5557ae77
 def profile_value(src, key:str) -> Any:
     "Profile key `key`, typed and checked, from a `Profile` or from a mapping of notebook parameters (e.g. `globals()`)."
     if isinstance(src, Profile): return typed_value(key, getattr(src, key), _where(src))
@@ -305,6 +313,7 @@ class GRPOSettings:
 TASK_SUFFIX = {t: t.removesuffix("-chat") for t in _FIELDS["tasks"].metadata["choices"]}   # task -> suffix of its keys
 PER_TASK_KEYS = tuple(k.removesuffix("_math") for k in PROFILE_KEYS if k.endswith("_math"))
 
+# %% ../nbs/00_core.ipynb #94f5d737
 @dataclass(frozen=True)
 class PerTask(Mapping):
     "A profile key set once per task (`<key>_math`, `<key>_docedit`), typed and checked, read as `x[task]`."
@@ -345,7 +354,8 @@ def seed_everything(seed:int) -> None:
 @contextlib.contextmanager
 def atomic_path(path:str|Path):
     "Yield a temporary path next to `path`; on success move it onto `path`, on any error delete it."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try: yield tmp
     except BaseException:
@@ -353,7 +363,9 @@ def atomic_path(path:str|Path):
         raise
     if path.is_dir() and not path.is_symlink():   # os.replace cannot replace a non-empty folder
         old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(path, old); os.replace(tmp, path); shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
     else: os.replace(tmp, path)
 
 # %% ../nbs/00_core.ipynb #f8c8443d
@@ -416,6 +428,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "ablation": ("metrics/ablation.parquet", "13_artifacts"),
 }
 
+# %% ../nbs/00_core.ipynb #9dbf1c27
 class MissingArtifactError(FileNotFoundError):
     "An input artifact is missing: the message names the notebook that makes it."
 
@@ -437,7 +450,8 @@ def require_artifact(run_dir:str|Path, name:str) -> Path:
 def write_source(path:str|Path, name:str) -> Path:
     "Record that the model artifact at `path` is the hub model `name` (nothing trained locally)."
     with atomic_path(path) as t:
-        t.mkdir(); (t / "SOURCE").write_text(name + "\n")
+        t.mkdir()
+        (t / "SOURCE").write_text(name + "\n")
     return Path(path)
 
 def model_source(run_dir:str|Path, name:str) -> str:
