@@ -122,13 +122,17 @@ class TextPolicy:
     temperature: float = 1.0
     seed: int = 0
     max_len: int | None = None
+    order: list = field(default_factory=list)     # the conversations of the last batch, in batch order
 
     def __post_init__(self): self.max_len = self.max_len or getattr(self.tok, "model_max_length", 10**9)
 
     def speak(self, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str | None]:
-        "One batched `generate` (shortest prompts first) for every conversation whose next turn fits; None for the others."
+        "One batched `generate` (shortest prompts first, ties in the last batch's order) for every conversation that fits; None for the others."
         prompts = [chat_prompt_ids(self.tok, c.messages) for c in convs]
-        ok = sorted((k for k in range(len(convs)) if len(prompts[k]) + self.max_new_tokens <= self.max_len), key=lambda k: len(prompts[k]))
+        last = {id(c): k for k, c in enumerate(self.order)}
+        rank = lambda k: (len(prompts[k]), last.get(id(convs[k]), len(last) + k))
+        ok = sorted((k for k in range(len(convs)) if len(prompts[k]) + self.max_new_tokens <= self.max_len), key=rank)
+        self.order = [convs[k] for k in ok]
         for k in set(range(len(convs))) - set(ok): convs[k].termination = "context_overflow"
         if not ok: return [None] * len(convs)
         outs = self.policy.generate([prompts[k] for k in ok], self.max_new_tokens, self.temperature, seed=self.seed * 1009 + rnd)
