@@ -145,11 +145,13 @@ def _served(k:dict) -> dict:
     return dict(backend=k["simulator_backend"], device=k["device"], dtype=k["dtype"])
 
 def _oracle(k:dict, run_dir) -> dict:
+    "The oracle: the scripted human, or `oracle_model` prompted."
     if k["oracle_model"] == "scripted": return dict(kind="scripted-human")
     return dict(kind="prompted", model=k["oracle_model"], **_served(k), max_new_tokens=k["max_new_tokens"], temperature=1.0,
                 name=f"oracle:{k['oracle_model']}", seed=k["seed"])
 
 def _evaluation(k:dict, run_dir) -> dict:
+    "The evaluation user: the scripted human, or `oracle_model` behind the endpoint."
     if k["eval_backend"] not in ("scripted", "openai"): raise unknown("eval_backend", k["eval_backend"], ("scripted", "openai"))
     if k["eval_backend"] == "scripted": return dict(kind="scripted-human")
     if k["oracle_model"] == "scripted": raise ComponentError("eval_backend = openai needs `oracle_model` to name the served model, not `scripted`")
@@ -157,6 +159,7 @@ def _evaluation(k:dict, run_dir) -> dict:
                 max_new_tokens=k["max_new_tokens"], temperature=k["eval_temperature"], name=f"eval:{k['oracle_model']}")
 
 def _naive(k:dict, run_dir) -> dict:
+    "The naive simulator: the artifact simulator, or `simulator_model` prompted."
     if k["naive_simulator"] == "artifact-simulator": return dict(kind="artifact-simulator")
     if k["naive_simulator"] != "prompted": raise unknown("naive_simulator", k["naive_simulator"], ("artifact-simulator", "prompted"))
     if k["simulator_model"] == "tiny": raise ComponentError("naive_simulator = prompted needs `simulator_model` to name a model (hub id or path), not `tiny`")
@@ -164,6 +167,7 @@ def _naive(k:dict, run_dir) -> dict:
                 max_new_tokens=k["max_new_tokens"], temperature=1.0, name=f"naive:{k['simulator_model']}", seed=k["seed"])
 
 def _calibrated(k:dict, run_dir) -> dict:
+    "The calibrated simulator: an LM simulator over the run's Phase I or last DIAL simulator."
     from calirl.grpo import phase2_simulator_path          # the artifact helpers' current home
     if run_dir is None: raise ComponentError("the calibrated user is a model of the run: pass `run_dir`")
     return dict(kind="lm-simulator", source=phase2_simulator_path(run_dir, k["phase2_simulator"]), backend=k["simulator_backend"],
