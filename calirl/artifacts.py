@@ -11,13 +11,13 @@ measured simulator error δ̂_t and Theorem 3.2's bound."""
 
 # %% auto #0
 __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS', 'artifact_knobs', 'artifact_user',
-           'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'make_user', 'cell_name',
+           'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'ablation_user', 'cell_name',
            'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory',
            'summarize', 'plot_bars', 'plot_gap', 'most_harmful']
 
 # %% ../nbs/13_artifacts.ipynb #4053eab2
 import hashlib, json, math, os, shutil, time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
@@ -25,7 +25,8 @@ from .core import GRPOSettings, PerTask, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
 from .dialogue import strip_terminal
-from .users import HUMAN, ScriptedUser, UserKnobs, artifact_simulator, outcome_rates, scripted_human
+from .users import HUMAN, ScriptedUser, UserKnobs, outcome_rates
+from .components import ROLES, make_user, read_keys, user_spec
 from .theory import bound_32_H2
 
 # %% ../nbs/13_artifacts.ipynb #6f25f6ed
@@ -111,17 +112,17 @@ def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_CO
 # %% ../nbs/13_artifacts.ipynb #fdb84fb7
 SIMULATORS = ("real", *USER_ARTIFACTS, "mix", "sft", "dial")
 
-def make_user(simulator:str, strength:float|None=None, sim_path:str|None=None, max_new_tokens:int=48, seed:int=0, device:str="cpu", dtype:str="float32"):
-    "The user model of a training simulator: the real user, one artifact at `strength`, the artifact mix, or an LM simulator."
-    if simulator == "real": return scripted_human()
-    if simulator == "mix": return artifact_simulator()
-    if simulator in USER_ARTIFACTS: return artifact_user(simulator, strength)
+def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|None=None, seed:int=0) -> dict:
+    "The spec (`calirl.components`) of a training simulator: the real user, one artifact at `strength`, the naive mix, or an LM simulator."
+    if simulator == "real": return user_spec("evaluation", keys)
+    if simulator == "mix": return user_spec("naive", keys)
+    if simulator in USER_ARTIFACTS:
+        knobs = artifact_knobs(simulator, strength)
+        return dict(kind="scripted-human", name=f"{simulator}@{strength:g}", **asdict(knobs))
     if simulator in ("sft", "dial"):
-        from calirl.models import load_model
-        from calirl.backends import HFBackend
-        from calirl.rollout import LMSimulator
-        m, t = load_model(sim_path, device=device, dtype=dtype)
-        return LMSimulator(HFBackend(m, t), t, max_new_tokens=max_new_tokens, temperature=1.0, name=f"{simulator}-simulator", seed=seed)
+        names = tuple(k for k in ROLES["calibrated"] if k != "phase2_simulator")
+        k = {**read_keys(keys, names, f"the {simulator} simulator"), "phase2_simulator": simulator}
+        return user_spec("calibrated", k, run_dir, name=f"{simulator}-simulator", seed=seed)
     raise ValueError(f"unknown training simulator {simulator!r}; valid: {', '.join(SIMULATORS)}")
 
 def _digest(path:str|Path|None) -> str:
@@ -153,7 +154,9 @@ class CellSpec:
     turn_cost: float            # the verdict reward's cost per extra policy turn
     policy_path: str            # the base policy's folder
     ckpt_root: str              # where cells keep checkpoints and results (not part of a cell's identity)
-    sim_path: str|None = None   # the LM simulator's folder (`sft`, `dial`)
+    sim_path: str|None = None   # the LM simulator's folder (`sft`, `dial`), part of the cell's identity by its digest
+    user: dict|None = None      # the training user's spec (`calirl.components.make_user(**user)`)
+    real_user: dict|None = None # the evaluation user's spec
 
     @property
     def seed(self) -> int: return self.grpo.seed
@@ -183,7 +186,7 @@ def run_cell(spec:CellSpec) -> dict:
     train = {it.item_id: it for t in spec.tasks for it in tiny_items(t, "train", spec.n_train_items, spec.data_seed)}
     held = [it for t in spec.tasks for it in tiny_items(t, "eval", spec.n_eval, spec.data_seed)]
     rows = interleave([{"prompt": i, "task": it.task} for i, it in train.items()], seed=s)
-    mk = lambda: make_user(spec.simulator, spec.strength, spec.sim_path, g.max_new_tokens, s, g.device, g.dtype)
+    mk = lambda: make_user(**spec.user)
     model, tok = load_model(spec.policy_path, device=g.device, dtype=g.dtype)
     cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
     rf = interactive_rollout_func(mk(), train, tok, spec.H, g, spec.max_len)
@@ -192,7 +195,7 @@ def run_cell(spec:CellSpec) -> dict:
     t_train = time.time() - t0
     pol = HFBackend(tr.model.eval(), tok)
     ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s)
-    _, real = ev(make_user("real"))
+    _, real = ev(make_user(**spec.real_user))
     T_sim, sim = ev(mk())
     last = lambda key: float(np.mean([h[key] for h in log[-k:] if key in h])) if any(key in h for h in log[-k:]) else math.nan
     res = dict(simulator=spec.simulator, reward_path=spec.reward_path, strength=spec.strength, seed=s,

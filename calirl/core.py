@@ -55,7 +55,13 @@ class Profile:
     tiny_hidden: int = _key("hidden size of locally built tiny models", lo=16, hi=8192)
     tiny_layers: int = _key("layers of locally built tiny models", lo=1, hi=128)
     rollout_backend: str = _key("generation backend for rollouts", ("hf", "vllm"))
-    eval_backend: str = _key("who plays the evaluation user and judge", ("scripted", "openai"))
+    simulator_backend: str = _key("generation backend of LM user simulators and of an oracle or judge model run in-process "
+                                  "(an OpenAI-compatible endpoint is `eval_backend = openai`)", ("hf", "vllm"))
+    naive_simulator: str = _key("the naive simulator (Naive Interactive, CollabLLM's forward window): the tiny world's "
+                                "rule-based `artifact-simulator`, or `simulator_model` `prompted` with the App. C.1 prompt",
+                                ("artifact-simulator", "prompted"))
+    eval_backend: str = _key("who plays the evaluation user (`scripted`: the scripted human; `openai`: `oracle_model` behind "
+                             "`openai_base_url`), and where an oracle or judge model is served", ("scripted", "openai"))
     openai_base_url: str = _key("OpenAI-compatible endpoint for eval_backend=openai (key from OPENAI_API_KEY)")
     # data
     n_train_items: int = _key("training items per task", lo=1, hi=MANY)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from calirl.artifacts import (USER_ARTIFACTS, ablation_grid, ablation_reward, artifact_knobs, artifact_rate,
-                              artifact_user, fit_line, make_user, most_harmful, simulator_verdict, summarize, verdict_return,
+                              ablation_user, artifact_user, fit_line, most_harmful, simulator_verdict, summarize, verdict_return,
                               with_theory)
 from calirl.theory import bound_32_H2
 from calirl.tasks import tiny_items
@@ -54,7 +54,7 @@ def test_strength_outside_unit_interval_is_a_clear_error(bad):
 
 def test_bad_reward_path_and_simulator():
     with pytest.raises(ValueError, match="valid: judge, verdict"): ablation_reward("sim", {})
-    with pytest.raises(ValueError, match="valid: real, leak_hidden"): make_user("prompted")
+    with pytest.raises(ValueError, match="valid: real, leak_hidden"): ablation_user("prompted", None, {})
     with pytest.raises(ValueError, match="valid: leak_hidden"): artifact_rate("typos", [], [])
 
 def _chat(*ms): return [{"role": r, "content": c} for r, c in ms]

@@ -1,0 +1,163 @@
+"""User models and judges are components named by the profile: every role of every shipped profile resolves to the
+component it names (the paper's without loading a model), an unknown name is one line listing the valid ones, and
+no notebook picks a user, judge or annotator by branching on the world."""
+import ast, importlib.util, json, os, signal, subprocess, time, urllib.request
+import pytest
+from conftest import BIN, ROOT
+from calirl import components as C
+from calirl.core import ProfileError, load_profile
+from calirl.pipeline import declared_parameters, list_notebooks
+
+QWEN3, QWEN25 = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen2.5-7B-Instruct"
+TINY = {"oracle": ("scripted-human", None), "evaluation": ("scripted-human", None), "naive": ("artifact-simulator", None),
+        "calibrated": ("lm-simulator", None), "judge": ("verifier", None)}
+EXPECTED = {"tiny": TINY, "smoke": TINY,
+            "paper": {"oracle": ("prompted", QWEN3), "evaluation": ("prompted", QWEN3), "naive": ("prompted", QWEN25),
+                      "calibrated": ("lm-simulator", None), "judge": ("llm-judge", QWEN3)}}
+
+@pytest.fixture
+def run_dir(tmp_path):
+    "A run folder holding a Phase I simulator and two DIAL iterations (empty model folders: nothing is loaded)."
+    for sub in ("simulator_sft", "dial/it0", "dial/it1"):
+        d = tmp_path / "artifacts" / "models" / sub
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+    return tmp_path
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    "Fail the test if anything builds a generation backend or loads a model."
+    def refuse(*a, **kw): raise AssertionError("a spec was built, not only resolved")
+    monkeypatch.setattr(C, "generation_backend", refuse)
+    monkeypatch.setattr("calirl.models.load_model", refuse)
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_profile_resolves_each_role_to_the_component_it_names(name, run_dir, no_loading):
+    prof = load_profile(name, ROOT / "settings.ini")
+    specs = {**{r: C.user_spec(r, prof, run_dir) for r in C.ROLES}, "judge": C.judge_spec(prof)}
+    assert {r: (s["kind"], s.get("model")) for r, s in specs.items()} == EXPECTED[name]
+    assert specs["calibrated"]["source"] == str(run_dir / "artifacts" / "models" / "simulator_sft")
+    assert (specs["calibrated"]["temperature"], specs["calibrated"]["max_new_tokens"]) == (1.0, prof.max_new_tokens)
+    if name == "paper":
+        for r in ("oracle", "evaluation", "judge"):
+            assert (specs[r]["backend"], specs[r]["base_url"]) == ("openai", prof.openai_base_url), r
+        assert (specs["evaluation"]["temperature"], specs["evaluation"]["name"]) == (prof.eval_temperature, f"eval:{QWEN3}")
+        assert (specs["judge"]["temperature"], specs["judge"]["max_new_tokens"]) == (0.0, 512)
+        assert (specs["naive"]["backend"], specs["calibrated"]["backend"], specs["naive"]["device"]) == ("hf", "hf", "cuda")
+
+def test_phase2_dial_resolves_to_the_last_dial_iteration(run_dir, no_loading):
+    prof = load_profile("tiny", ROOT / "settings.ini", {"phase2_simulator": "dial"})
+    assert C.user_spec("calibrated", prof, run_dir)["source"] == str(run_dir / "artifacts" / "models" / "dial" / "it1")
+
+def test_the_tiny_roles_build_todays_users(run_dir):
+    from calirl.users import artifact_simulator, scripted_human
+    prof = load_profile("smoke", ROOT / "settings.ini")
+    assert [C.user_for(r, prof) for r in ("oracle", "evaluation", "naive")] == [scripted_human(), scripted_human(), artifact_simulator()]
+    assert C.judge_for(prof) == "verifier"
+
+@pytest.mark.parametrize("call,says", [
+    (lambda: C.make_user("gpt-user"), "unknown user model 'gpt-user'; valid: scripted-human, artifact-simulator, lm-simulator, prompted"),
+    (lambda: C.make_judge("gpt-4o"), "unknown judge 'gpt-4o'; valid: verifier, llm-judge"),
+    (lambda: C.user_spec("critic", {}), "unknown user role 'critic'; valid: oracle, evaluation, naive, calibrated"),
+    (lambda: C.generation_backend("m", "tgi"), "unknown generation backend 'tgi'; valid: hf, vllm, openai"),
+    (lambda: C.make_user("scripted-human", sycophancy=1.0), "unknown user knob 'sycophancy'; valid: vagueness, deflect,"),
+    (lambda: C.user_spec("naive", {**vars(load_profile("tiny", ROOT / "settings.ini")), "naive_simulator": "gpt"}),
+     "unknown naive_simulator 'gpt'; valid: artifact-simulator, prompted"),
+    (lambda: C.user_spec("naive", {"seed": 0}), "the naive user reads profile key(s) `naive_simulator`, `simulator_model`"),
+])
+def test_an_unknown_name_is_one_line_listing_the_valid_ones(call, says):
+    with pytest.raises(C.ComponentError) as e: call()
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+def test_a_profile_with_an_unknown_naive_simulator_is_refused_when_loaded():
+    with pytest.raises(ProfileError, match="`naive_simulator` = 'gpt' is not allowed; choose from artifact-simulator, prompted"):
+        load_profile("tiny", ROOT / "settings.ini", {"naive_simulator": "gpt"})
+
+def _code_cells(nb):
+    return ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+
+def test_no_notebook_branches_on_the_world_to_pick_a_component():
+    "`world` chooses the data source (`tasks.load_items`) and nothing else."
+    hits = []
+    for nb in list_notebooks(ROOT):
+        for src in _code_cells(nb):
+            for node in ast.walk(ast.parse("\n".join(l for l in src.splitlines() if not l.startswith(("%", "!"))))):
+                if isinstance(node, ast.Compare) and any(isinstance(x, ast.Name) and x.id == "world" for x in [node.left, *node.comparators]):
+                    hits.append(f"{nb.name}: {ast.unparse(node)}")
+    assert all(h.startswith("02_tasks.ipynb:") for h in hits), hits
+
+def test_notebooks_declare_every_key_their_roles_read():
+    "A role reads its keys from the notebook's parameters: each must be declared, or the paper run fails there first."
+    every = {k for keys in C.ROLES.values() for k in keys}
+    role_keys = lambda a: C.ROLES[a[0].value] if isinstance(a[0], ast.Constant) else every     # a role in a variable: any role's
+    calls = {"user_for": role_keys, "user_spec": role_keys, "judge_for": lambda a: C.JUDGE_KEYS}
+    checked = 0
+    for nb in list_notebooks(ROOT):
+        declared = set(declared_parameters(nb))
+        for src in _code_cells(nb):
+            for node in ast.walk(ast.parse(src)):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in calls): continue
+                if not any(isinstance(a, ast.Call) and getattr(a.func, "id", "") == "globals" for a in node.args): continue
+                missing = set(calls[node.func.id](node.args)) - declared
+                assert not missing, f"{nb.name}: {ast.unparse(node)} reads undeclared {sorted(missing)}"
+                checked += 1
+    assert checked >= 10, checked
+
+# --- the OpenAI-compatible path against a real local server: `transformers serve` ------------------------------
+
+def _wait_ready(url, proc, log, deadline):
+    while time.time() < deadline:
+        if proc.poll() is not None: pytest.fail(f"`transformers serve` exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=1) as r:
+                if r.status == 200: return
+        except OSError: time.sleep(0.3)
+    pytest.fail(f"`transformers serve` did not answer in time:\n{log.read_text()[-3000:]}")
+
+@pytest.mark.timeout(180)
+def test_the_evaluation_user_and_judge_through_an_endpoint_answer_as_the_same_model_in_process(tmp_path):
+    missing = [m for m in ("fastapi", "uvicorn", "openai") if importlib.util.find_spec(m) is None]
+    if missing or not (BIN / "transformers").exists():
+        pytest.skip(f"SKIPPED real-server test: `transformers serve` needs {missing or 'the transformers CLI'}; "
+                    f"install with: pip install 'transformers[serving]'")
+    import socket
+    from calirl.models import build_tiny_model, save_model
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    from calirl.models import train_tokenizer
+    from test_backends import scramble                   # large random weights: every output depends on the whole context
+    tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 30, 0)), vocab_size=400)
+    model, ptok = build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=0)
+    path = save_model(scramble(model), ptok, tmp_path / "m")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "serve.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([str(BIN / "transformers"), "serve", str(path), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
+                                stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}/v1"
+        _wait_ready(url, proc, log, time.time() + 90)
+        over = dict(eval_backend="openai", openai_base_url=url, oracle_model=str(path), judge_model=str(path), eval_temperature=0.0,
+                    max_new_tokens=6)
+        prof = load_profile("smoke", ROOT / "settings.ini", {k: str(v) for k, v in over.items()})
+        user, judge = C.user_for("evaluation", prof), C.judge_for(prof)
+        local = C.build_prompted(path, "hf", device="cpu", dtype="float32", max_new_tokens=6, temperature=0.0)
+        items = tiny_items("math-chat", "eval", 2, 0)
+        served = [t.text for t in user.respond(items, [[], []], [{}, {}])]
+        assert served == [t.text for t in local.respond(items, [[], []], [{}, {}])]    # greedy: the server's replies are our model's
+        assert all(t.strip() for t in served), served
+        assert user.name == f"eval:{path}" and isinstance(user.generate.backend, C.OpenAIBackend)
+        assert judge.backend.base_url == url and (judge.max_new_tokens, judge.temperature) == (512, 0.0)
+        short = C.make_judge(**{**C.judge_spec(prof), "max_new_tokens": 6})                  # the same spec, a short answer
+        chats = [[{"role": "user", "content": "12 + 7 ="}], [{"role": "user", "content": "i have 3 apples"}]]
+        texts = short(chats)
+        assert texts == C.build_llm_judge(path, "hf", device="cpu", dtype="float32", max_new_tokens=6)(chats) and any(t.strip() for t in texts)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try: proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
