@@ -48,6 +48,7 @@ def artifact_knobs(name:str, strength:float, base:UserKnobs=HUMAN) -> UserKnobs:
     k0 = getattr(base, knob)
     return replace(base, **{knob: (1 - strength) * k0 + strength * k1}, **(fixed if strength > 0 else {}))
 
+# %% ../nbs/13_artifacts.ipynb #d6726299
 def artifact_user(name:str, strength:float, base:UserKnobs=HUMAN) -> ScriptedUser:
     "A scripted user that is the real user with artifact `name` at `strength`."
     return ScriptedUser(artifact_knobs(name, strength, base), f"{name}@{strength:g}")
@@ -59,6 +60,7 @@ def _shape(item:TaskItem, text:str) -> str:
     keep = {g["name"], g["obj"]} if item.task == "math-chat" else {w for s in g["draft"] + g["target"] for w in s}
     return " ".join("#" if w.lstrip("-").isdigit() or w in keep else w for w in strip_terminal(text).split())
 
+# %% ../nbs/13_artifacts.ipynb #a6a9a292
 def artifact_rate(name:str, dialogues:list, items:list[TaskItem]) -> float:
     "How often artifact `name` shows in scripted `dialogues` about `items` (see above)."
     acts = [[set(a) for a in d.user_acts] for d in dialogues]
@@ -93,6 +95,7 @@ def verdict_return(item:TaskItem, messages:list[dict], user_acts:list, turn_cost
     turns = sum(m["role"] == "assistant" for m in messages)
     return float(simulator_verdict(item, messages, user_acts)) - turn_cost * max(turns - 1, 0)
 
+# %% ../nbs/13_artifacts.ipynb #ac1a7e11
 def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_COST) -> Callable:
     "A TRL reward function on reward path `path` ('judge' or 'verdict'); logs episode metrics and the judge's return."
     from calirl.grpo import episode_metrics
@@ -131,6 +134,7 @@ def _digest(path:str|Path|None) -> str:
     for f in sorted(Path(path).glob("*.safetensors")) if path else []: h.update(f.read_bytes())
     return h.hexdigest()[:10]
 
+# %% ../nbs/13_artifacts.ipynb #23446c2a
 def cell_name(spec:"CellSpec") -> str:
     "simulator-reward path[-s strength]-seed N: the readable part of a cell's folder name."
     return f"{spec.simulator}-{spec.reward_path}" + (f"-s{spec.strength:g}" if spec.strength is not None else "") + f"-seed{spec.seed}"
@@ -169,6 +173,7 @@ def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
     won = [f["leak"] for f, s in zip(flags, scores) if s is not None and s > 0]
     return dict(probe_leak_rewarded=float(np.mean(won)) if won else 0.0, probe_accept_wrong=float(np.mean([f["accept_wrong"] for f in flags])))
 
+# %% ../nbs/13_artifacts.ipynb #0f6703ea
 def run_cell(spec:CellSpec) -> dict:
     "Train one ablation cell from the base policy (resumable), evaluate it against the real user and its simulator."
     import torch
@@ -176,13 +181,15 @@ def run_cell(spec:CellSpec) -> dict:
     from calirl.evaluate import evaluate_policy
     from calirl.grpo import fingerprint, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
     from calirl.models import load_model
-    torch.set_num_threads(1); os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.set_num_threads(1)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     g, s = spec.grpo, spec.seed
     fp = fingerprint(cell=replace(spec, ckpt_root=""), policy=_digest(spec.policy_path), sim=_digest(spec.sim_path))
     out_dir = Path(spec.ckpt_root) / f"{cell_name(spec)}-{fp}"
     done = out_dir.parent / f"{out_dir.name}.json"
     if done.is_file(): return json.loads(done.read_text())
-    seed_everything(s); t0 = time.time()
+    seed_everything(s)
+    t0 = time.time()
     train = {it.item_id: it for t in spec.tasks for it in tiny_items(t, "train", spec.n_train_items, spec.data_seed)}
     held = [it for t in spec.tasks for it in tiny_items(t, "eval", spec.n_eval, spec.data_seed)]
     rows = interleave([{"prompt": i, "task": it.task} for i, it in train.items()], seed=s)
@@ -191,7 +198,8 @@ def run_cell(spec:CellSpec) -> dict:
     cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
     rf = interactive_rollout_func(mk(), train, tok, spec.H, g, spec.max_len)
     tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf)
-    log = step_log(tr); k = max(1, len(log) // 5)
+    log = step_log(tr)
+    k = max(1, len(log) // 5)
     t_train = time.time() - t0
     pol = HFBackend(tr.model.eval(), tok)
     ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s)
@@ -208,9 +216,11 @@ def run_cell(spec:CellSpec) -> dict:
                train_seconds=t_train, seconds=time.time() - t0)
     del tr, model
     shutil.rmtree(out_dir, ignore_errors=True)                 # the result is all a rerun needs
-    out_dir.parent.mkdir(parents=True, exist_ok=True); done.write_text(json.dumps(res, indent=1))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    done.write_text(json.dumps(res, indent=1))
     return res
 
+# %% ../nbs/13_artifacts.ipynb #08e4beb6
 def run_cells(specs:list[CellSpec], workers:int=1) -> list[dict]:
     "Run `specs` (in order, or over `workers` spawned processes: the results do not depend on it)."
     if workers <= 1 or len(specs) <= 1: return [run_cell(s) for s in specs]
@@ -225,7 +235,8 @@ def delta_profile(user, real, items:list[TaskItem], H:int, n_samples:int, n_hist
     from calirl.realism import TextAssistant, delta_hat, dialogues_with, history_prefixes, next_act_samples
     D = dialogues_with(real, items, H, seed, TextAssistant())
     sel = list(range(len(D))) if not n_hist or n_hist >= len(D) else sorted(set(np.linspace(0, len(D) - 1, n_hist).round().astype(int).tolist()))
-    pre = history_prefixes([D[i] for i in sel]); hist = [items[i] for i in sel]
+    pre = history_prefixes([D[i] for i in sel])
+    hist = [items[i] for i in sel]
     R = next_act_samples(real, hist, pre, n_samples, seed)
     S = next_act_samples(user, hist, pre, n_samples, seed if sim_seed is None else sim_seed)
     return delta_hat(R, S, [t for _, t, _ in pre], len(sel), H)
@@ -233,7 +244,8 @@ def delta_profile(user, real, items:list[TaskItem], H:int, n_samples:int, n_hist
 def fit_line(x, y) -> dict:
     "Least-squares line y = intercept + slope · x and Pearson's r (NaN when x or y is constant or too short)."
     x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = ~(np.isnan(x) | np.isnan(y)); x, y = x[ok], y[ok]
+    ok = ~(np.isnan(x) | np.isnan(y))
+    x, y = x[ok], y[ok]
     if len(x) < 2 or np.ptp(x) == 0: return dict(slope=math.nan, intercept=math.nan, r=math.nan, n=int(len(x)))
     slope, intercept = np.polyfit(x, y, 1)
     r = float(np.corrcoef(x, y)[0, 1]) if np.ptp(y) > 0 else math.nan
@@ -262,6 +274,7 @@ def with_theory(df:pd.DataFrame, delta:dict, R_max:float=1.0) -> pd.DataFrame:
     df["drop"] = [ref.get(s, math.nan) - v for s, v in zip(df.seed, df.success)]
     return df
 
+# %% ../nbs/13_artifacts.ipynb #b06c3125
 def summarize(df:pd.DataFrame, metrics:list[str]=METRICS) -> pd.DataFrame:
     "Mean ± std (over seeds, ddof 0) of `metrics` per (simulator, reward path, strength), in first-seen order."
     g = df.groupby(["simulator", "reward_path", "strength"], sort=False, dropna=False)
@@ -283,7 +296,9 @@ def plot_bars(df:pd.DataFrame, metrics=(("success", "success vs the real user"),
         mu, sd = g.mean(), g.std(ddof=0).fillna(0)
         ax.bar(range(len(mu)), mu.values, yerr=sd.values, capsize=3, color=["#393" if l == "real" else "#28a" if l in ("sft", "dial") else "#c33" for l in mu.index])
         ax.axhline(mu.get("real", math.nan), ls="--", color="gray", lw=1)
-        ax.set_xticks(range(len(mu)), mu.index, rotation=60, fontsize=7, ha="right"); ax.set_title(title, fontsize=10); ax.grid(alpha=.3, axis="y")
+        ax.set_xticks(range(len(mu)), mu.index, rotation=60, fontsize=7, ha="right")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=.3, axis="y")
     fig.tight_layout()
     return fig
 
@@ -307,7 +322,9 @@ def plot_gap(df:pd.DataFrame, fit:dict, R_max:float=1.0):
     ax.axhline(R_max, ls=":", color="gray", label=r"trivial bound $R_{\max}$")
     ax.set_yscale("symlog", linthresh=0.1)
     ax.set(xlabel=r"$\sum_t \hat\delta_t$", ylabel="return gap (symlog)", title="simulator gap vs measured simulator error")
-    ax.set_ylim(bottom=0); ax.legend(fontsize=7); ax.grid(alpha=.3)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=.3)
     return fig
 
 # %% ../nbs/13_artifacts.ipynb #141d03a3

@@ -87,7 +87,9 @@ def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:i
         k = sum(m["role"] == "assistant" for m in job["context"]) + 1                 # policy turns incl. the response
         win = window if H is None else max(0, min(window, H - k))
         for s in range(samples):
-            its.append(job["item"]); owner.append(j); wins.append(win)
+            its.append(job["item"])
+            owner.append(j)
+            wins.append(win)
             chats.append(job["context"] + [{"role": "assistant", "content": job["response"]}])
             states.append(user_state(job["item"], job["context"], job["acts"], f"{seed}|mr|{j}|{s}"))
     done, wacts = forward_sample(policy, tok, user, its, chats, states, wins, max_new_tokens, temperature, seed, max_len)

@@ -87,6 +87,7 @@ class ChatGenerate:
         s = None if self.seed is None else self.seed * 7919 + self.calls
         return [c.text for c in self.backend.generate_chat(chats, self.max_new_tokens, self.temperature, seed=s)]
 
+# %% ../nbs/05a_components.ipynb #b3c4c909
 def build_prompted(model:str|Path, backend:str="openai", base_url:str="", device:str="auto", dtype:str="auto",
                    max_new_tokens:int=512, temperature:float=1.0, name:str="prompted-simulator", seed:int|None=None,
                    cache:dict|None=None) -> PromptedSimulator:
@@ -158,6 +159,7 @@ def _evaluation(k:dict, run_dir) -> dict:
     return dict(kind="prompted", model=k["oracle_model"], backend="openai", base_url=k["openai_base_url"],
                 max_new_tokens=k["max_new_tokens"], temperature=k["eval_temperature"], name=f"eval:{k['oracle_model']}")
 
+# %% ../nbs/05a_components.ipynb #3ffad4a5
 def _naive(k:dict, run_dir) -> dict:
     "The naive simulator: the artifact simulator, or `simulator_model` prompted."
     if k["naive_simulator"] == "artifact-simulator": return dict(kind="artifact-simulator")
@@ -175,6 +177,7 @@ def _calibrated(k:dict, run_dir) -> dict:
 
 _RESOLVE = {"oracle": _oracle, "evaluation": _evaluation, "naive": _naive, "calibrated": _calibrated}
 
+# %% ../nbs/05a_components.ipynb #33578c9c
 def user_spec(role:str, keys, run_dir:str|Path|None=None, **override) -> dict:
     "The spec of the user model the profile `keys` name for `role` (nothing loaded); `override` replaces spec fields."
     if role not in ROLES: raise unknown("user role", role, ROLES)

@@ -51,9 +51,12 @@ def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list
             data_collator=DataCollatorForTokenClassification(tok_r)).train()
     return model.eval()
 
+# %% ../nbs/07_dial.ipynb #31322026
 def _right_padded(tok):
     import copy
-    t = copy.copy(tok); t.padding_side = "right"; return t
+    t = copy.copy(tok)
+    t.padding_side = "right"
+    return t
 
 @torch.no_grad()
 def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.ndarray]:
@@ -100,6 +103,7 @@ def pick_pair(alt_rewards:list[float]) -> tuple[int, int] | None:
     hi, lo = int(np.argmax(alt_rewards)), int(np.argmin(alt_rewards))
     return (hi, lo) if alt_rewards[hi] > 0 and alt_rewards[lo] < 0 else None
 
+# %% ../nbs/07_dial.ipynb #fe45a1df
 def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:list[list[dict]], k:int, n_alt:int,
                      max_new_tokens:int, temperature:float, seed:int=0) -> tuple[list[dict], dict]:
     "DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times."

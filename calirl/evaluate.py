@@ -48,7 +48,8 @@ def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_toke
 def table2(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
     "Table 2 (mean ± std over seeds) from per-conversation `results` with columns method, task, seed, score, policy_tokens."
     per_seed = results.groupby(["method", "task", "seed"]).agg(score=("score", "mean"), toks=("policy_tokens", "mean")).reset_index()
-    per_seed["score"] *= 100; per_seed["toks"] /= 1000
+    per_seed["score"] *= 100
+    per_seed["toks"] /= 1000
     avg = per_seed.groupby(["method", "seed"]).score.mean().rename("avg").reset_index()
     fmt = lambda s: f"{s.mean():.1f} ± {s.std(ddof=0):.1f}"
     fmt3 = lambda s: f"{s.mean():.3f} ± {s.std(ddof=0):.3f}"

@@ -54,13 +54,16 @@ def clipped_objective(logp:torch.Tensor, logp_old:torch.Tensor, A:torch.Tensor, 
 def _ref_logps(model, prompts:list[list[int]], comps:list[list[int]], pad_id:int, temperature:float) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-token log-probabilities (B, C) of right-padded completions after left-padded prompts, and the padding mask (B, C)."
     P, C = max(map(len, prompts)), max(map(len, comps))
-    ids = torch.full((len(prompts), P + C), pad_id); att = torch.zeros_like(ids)        # (B, P+C)
+    ids = torch.full((len(prompts), P + C), pad_id)
+    att = torch.zeros_like(ids)  # (B, P+C)
     for i, (p, c) in enumerate(zip(prompts, comps)):
-        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c); att[i, P - len(p):P + len(c)] = 1
+        ids[i, P - len(p):P + len(c)] = torch.tensor(p + c)
+        att[i, P - len(p):P + len(c)] = 1
     logits = model(input_ids=ids, attention_mask=att).logits[:, P - 1:-1].float() / temperature   # (B, C, V)
     lp = torch.log_softmax(logits, -1).gather(-1, ids[:, P:, None]).squeeze(-1)         # (B, C)
     return lp, att[:, P:].float()
 
+# %% ../nbs/09_grpo.ipynb #9e3a1efd
 def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:float=0.28, temperature:float=1.0,
                      mask_truncated:bool=False, noise:float=0.3, seed:int=0) -> dict:
     "Max abs differences between TRL's GRPO advantages/loss/gradients and the reference on one constructed `batch`."
@@ -75,21 +78,27 @@ def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:
         def reward(prompts, completions, R, **kw): return list(R)
         tr = GRPOTrainer(model=model, processing_class=tok, reward_funcs=reward, args=cfg, rollout_func=rf,
                          train_dataset=Dataset.from_list([{"prompt": f"p{k // G}"} for k in range(N)]))
-        model.train(); tr.current_gradient_accumulation_steps = 1
+        model.train()
+        tr.current_gradient_accumulation_steps = 1
         out = tr._generate_and_score_completions([{"prompt": f"p{k // G}"} for k in range(N)])
         lp, pad = _ref_logps(model, batch["prompt_ids"], batch["completion_ids"], tok.pad_token_id, temperature)
         gen = torch.Generator().manual_seed(seed)
         old = (lp + noise * torch.randn(lp.shape, generator=gen)).detach()             # (B, C) a stale θ_old
         out["old_per_token_logps"] = old
-        model.zero_grad(); loss_trl = tr.compute_loss(model, out); loss_trl.backward()
+        model.zero_grad()
+        loss_trl = tr.compute_loss(model, out)
+        loss_trl.backward()
         g_trl = [p.grad.clone() for p in model.parameters()]
     env = torch.zeros_like(pad)
     for i, e in enumerate(batch["env_mask"]): env[i, :len(e)] = torch.tensor(e, dtype=torch.float)
     trunc = torch.tensor([c[-1] not in (tok.eos_token_id, tok.pad_token_id) for c in batch["completion_ids"]])
     m = pad * env * (~trunc[:, None] if mask_truncated else 1)                       # (B, C)
     A = group_advantages(torch.tensor([math.nan if r is None else r for r in batch["R"]], dtype=torch.float), G)
-    model.zero_grad(); loss_ref, clip = clipped_objective(lp, old, A, m, eps_low, eps_high); loss_ref.backward()
-    g_ref = [p.grad.clone() for p in model.parameters()]; model.zero_grad()
+    model.zero_grad()
+    loss_ref, clip = clipped_objective(lp, old, A, m, eps_low, eps_high)
+    loss_ref.backward()
+    g_ref = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
     return dict(advantages=(out["advantages"] - A).abs().max().item(), loss=(loss_trl - loss_ref).abs().item(),
                 grad=max((a - b).abs().max().item() for a, b in zip(g_trl, g_ref)), loss_value=loss_ref.item(),
                 clip_fraction=clip.item(), mask=(out["completion_mask"] * out["tool_mask"] - m).abs().max().item())
@@ -106,7 +115,9 @@ def edge_case_batch(tok, G:int=4, seed:int=0) -> dict:
         comp, mask = a + u + b, [1] * len(a) + [0] * len(u) + [1] * len(b)
         if k == 2: comp, mask = comp[:-1], mask[:-1]               # truncated: no end token
         if k == 3: mask = [0] * len(mask)                          # nothing of this row is the policy's
-        rows["prompt_ids"].append(words(rng.randint(3, 7))); rows["completion_ids"].append(comp); rows["env_mask"].append(mask)
+        rows["prompt_ids"].append(words(rng.randint(3, 7)))
+        rows["completion_ids"].append(comp)
+        rows["env_mask"].append(mask)
     rows["R"] = [1.0, 0.0, None, 1.0] + [0.5] * G                   # group 2 has zero variance
     rows["R"] += [0.0] * (2 * G - len(rows["R"]))
     return rows
@@ -132,9 +143,12 @@ class TrainerVLLM(VLLMBackend):
         return self
 
     def __exit__(self, *exc):
-        if self.gen.enable_sleep_mode: self.llm.sleep(level=2); self.gen._llm_weights_sleeping = True
+        if self.gen.enable_sleep_mode:
+            self.llm.sleep(level=2)
+            self.gen._llm_weights_sleeping = True
         return False
 
+# %% ../nbs/09_grpo.ipynb #487e8e82
 def policy_backend(trainer, tok):
     "The rollout backend for the trainer's current policy: its colocated vLLM engine when `use_vllm`, else HF `generate`."
     return TrainerVLLM(trainer, tok) if getattr(trainer, "use_vllm", False) else HFBackend(trainer.model, tok)
@@ -203,6 +217,7 @@ def episode_metrics(items:dict[str, TaskItem], R:list, item_id:list, messages:li
         out[f"termination/{why}"] = _mean([t == why for t in termination])
     return out
 
+# %% ../nbs/09_grpo.ipynb #700f833e
 def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     "A TRL reward function: the task reward of each episode's structured transcript (None if unscorable)."
     def task_reward_fn(prompts, completions, item_id, messages, log_metric=None, **kw) -> list:
@@ -224,13 +239,15 @@ def static_prompts(trajs:list[Conversation], items:dict[str, TaskItem]) -> list[
         rows += [dict(prompt=[dict(x) for x in t.messages[:k + 1]], item_id=t.item_id, task=t.task) for k in prefix_ends(t.messages)]
     return rows
 
+# %% ../nbs/09_grpo.ipynb #cde22304
 def single_turn_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     "A TRL reward function for one assistant turn: the task reward of what it commits (0 if nothing)."
     def task_reward_fn(prompts, completions, item_id, log_metric=None, **kw) -> list:
         msgs = [[c[-1]] if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
         R = [task_reward(items[i], m, judge).value for i, m in zip(item_id, msgs)]
         if log_metric is not None:
-            log_metric("episode/turns", 1.0); log_metric("episode/unscorable", _mean([r is None for r in R]))
+            log_metric("episode/turns", 1.0)
+            log_metric("episode/unscorable", _mean([r is None for r in R]))
             log_metric("episode/no_answer", _mean([committed(items[i], m[0]["content"]) is None for i, m in zip(item_id, msgs)]))
             log_metric("episode/asks", _mean([asks(items[i], m[0]["content"]) for i, m in zip(item_id, msgs)]))
         return R
@@ -257,6 +274,7 @@ def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:i
                       logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
                       report_to="none", dataloader_num_workers=0, **kw)
 
+# %% ../nbs/09_grpo.ipynb #fab10f77
 def _plain(x):
     "The JSON form of a value: a typed settings group as its fields, anything else as its text."
     return asdict(x) if is_dataclass(x) else str(x)
@@ -271,6 +289,7 @@ def last_checkpoint(out_dir:str|Path) -> str | None:
     cks = [c for c in cks if (c / "trainer_state.json").is_file()]
     return str(cks[-1]) if cks else None
 
+# %% ../nbs/09_grpo.ipynb #70ffdf0e
 def _progress_callback(desc:str):
     "A one-line tqdm bar showing the reward, in place of the Trainer's printed log dicts."
     from tqdm.auto import tqdm
@@ -278,10 +297,15 @@ def _progress_callback(desc:str):
     class StepProgress(TrainerCallback):
         def on_train_begin(self, args, state, control, **kw): self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=desc)
         def on_log(self, args, state, control, logs=None, **kw):
-            if logs and "reward" in logs: self.bar.n = state.global_step; self.bar.set_postfix(reward=f"{logs['reward']:.3f}")
-        def on_train_end(self, args, state, control, **kw): self.bar.n = state.global_step; self.bar.close()
+            if logs and "reward" in logs:
+                self.bar.n = state.global_step
+                self.bar.set_postfix(reward=f"{logs['reward']:.3f}")
+        def on_train_end(self, args, state, control, **kw):
+            self.bar.n = state.global_step
+            self.bar.close()
     return StepProgress()
 
+# %% ../nbs/09_grpo.ipynb #64ee9696
 def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_func:Callable|None=None, resume:bool=True, callbacks=None):
     "Train `model` with TRL's GRPOTrainer on `rows`, resuming from the last checkpoint in `cfg.output_dir`."
     from datasets import Dataset
@@ -295,10 +319,12 @@ def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_fun
     ck = last_checkpoint(cfg.output_dir) if resume else None
     if ck and json.loads((Path(ck) / "trainer_state.json").read_text())["global_step"] >= cfg.max_steps:
         from transformers import TrainerState                    # finished before: load it, train nothing more
-        tr._load_from_checkpoint(ck); tr.state = TrainerState.load_from_json(str(Path(ck) / "trainer_state.json"))
+        tr._load_from_checkpoint(ck)
+        tr.state = TrainerState.load_from_json(str(Path(ck) / "trainer_state.json"))
     else: tr.train(resume_from_checkpoint=ck)
     return tr
 
+# %% ../nbs/09_grpo.ipynb #9eb60f2c
 def step_log(trainer) -> list[dict]:
     "The trainer's per-step log (one dict per optimizer step)."
     return [dict(h) for h in trainer.state.log_history if "step" in h and "reward" in h]
@@ -337,6 +363,7 @@ def curves_frame(logs:dict[str, list[dict]]) -> pd.DataFrame:
     rows = [dict(variant=v, step=h["step"], metric=k, value=h[k]) for v, hs in logs.items() for h in hs for k in CURVES if h.get(k) is not None]
     return pd.DataFrame(rows, columns=["variant", "step", "metric", "value"])
 
+# %% ../nbs/09_grpo.ipynb #388b3928
 def plot_curves(df:pd.DataFrame, smooth:int=1):
     "One figure, a panel per metric, a line per variant (rolling mean over `smooth` steps)."
     import matplotlib.pyplot as plt
@@ -344,7 +371,8 @@ def plot_curves(df:pd.DataFrame, smooth:int=1):
     for ax, (k, title) in zip(axes.flat, CURVES.items()):
         for v, d in df[df.metric == k].groupby("variant", sort=False):
             ax.plot(d.step, d.value.rolling(smooth, min_periods=1).mean(), label=v)
-        ax.set_title(title, fontsize=10); ax.grid(alpha=0.3)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
     for ax in axes[-1]: ax.set_xlabel("GRPO step")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()

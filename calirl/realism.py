@@ -53,11 +53,13 @@ def mattr(texts:list[str], window:int=50) -> float:
     "Moving-average type-token ratio over windows of `window` words of the pooled texts (plain TTR if shorter)."
     toks = [w for t in texts for w in words(t)]
     if len(toks) <= window: return len(set(toks)) / len(toks) if toks else 0.0
-    c = Counter(toks[:window]); total = len(c)
+    c = Counter(toks[:window])
+    total = len(c)
     for out, new in zip(toks, toks[window:]):
         c[out] -= 1
         if not c[out]: del c[out]
-        c[new] += 1; total += len(c)
+        c[new] += 1
+        total += len(c)
     return total / ((len(toks) - window + 1) * window)
 
 # %% ../nbs/08_realism.ipynb #76035bc5
@@ -82,6 +84,7 @@ def _quiet_c_stderr():
         os.close(saved)
         os.close(null)
 
+# %% ../nbs/08_realism.ipynb #225e5a17
 def minilm_embed(texts:list[str]) -> np.ndarray:
     "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one thread."
     import torch
@@ -99,6 +102,7 @@ def minilm_embed(texts:list[str]) -> np.ndarray:
     finally: torch.set_num_threads(threads)
     return np.stack([memo[t] for t in clean]) if clean else np.zeros((0, 384), np.float32)
 
+# %% ../nbs/08_realism.ipynb #414ca060
 def mauve_runs(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seeds=(0,), min_samples:int=10,
                max_buckets:int=250) -> list[float]:
     "MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a side."
@@ -116,11 +120,11 @@ def mauve_score(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seed:i
     "MAUVE of `p_texts` against `q_texts` with one $k$-means seed."
     return mauve_runs(p_texts, q_texts, embed, (seed,), **kw)[0]
 
+# %% ../nbs/08_realism.ipynb #a1449e39
 def mauve_mean_std(p_texts:list[str], q_texts:list[str], embed=minilm_embed, n_seeds:int=5, seed:int=0, **kw) -> tuple[float, float]:
     "Mean and standard deviation of MAUVE over `n_seeds` $k$-means seeds starting at `seed`."
     v = np.array(mauve_runs(p_texts, q_texts, embed, tuple(range(seed, seed + n_seeds)), **kw))
     return float(v.mean()), float(v.std(ddof=1)) if n_seeds > 1 else 0.0
-
 
 # %% ../nbs/08_realism.ipynb #2171afed
 FUNCTION_WORDS = {
@@ -144,6 +148,7 @@ FUNCTION_WORDS = {
 FUNCTION_WORDS = {c: frozenset(ws.split()) for c, ws in FUNCTION_WORDS.items()}
 _CATEGORY_OF = {w: i for i, ws in enumerate(FUNCTION_WORDS.values()) for w in ws}
 
+# %% ../nbs/08_realism.ipynb #f1307bbf
 def category_counts(texts:list[str]) -> np.ndarray:
     "Word counts per function-word category (9) and of all other words (last entry), shape (10,)."
     c = np.zeros(len(FUNCTION_WORDS) + 1, int)
@@ -185,6 +190,7 @@ def withheld_facts(item:TaskItem, opening:str) -> list[str]:
         return (["a"] if "a" in g["hidden"] or str(g["a"]) not in _nums(opening) else []) + ["b"]
     return ([] if render_doc(g["draft"]) in _flat(opening) else ["draft"]) + [f"edit{i}" for i in range(len(g["edits"]))]
 
+# %% ../nbs/08_realism.ipynb #355c25c1
 def stated_facts(item:TaskItem, text:str, candidates:list[str], opening:bool=False) -> list[str]:
     "Which of the facts `candidates`, or the answer, `text` states (see above)."
     g = item.goal
@@ -201,13 +207,16 @@ def stated_facts(item:TaskItem, text:str, candidates:list[str], opening:bool=Fal
                                      any(set(g["edits"][int(f[4:])]) <= c for c in clauses))]
     return out + (["answer"] if render_doc(g["target"]) in flat else [])
 
+# %% ../nbs/08_realism.ipynb #ca65df87
 def _scan(item:TaskItem, chat:list) -> tuple[list, list]:
     "(withheld facts, facts told so far) after the user messages of `chat`."
     hidden, told = None, []
     for m in chat:
         if m["role"] != "user": continue
         c = m["content"]
-        if hidden is None: hidden = withheld_facts(item, c); told += [f for f in stated_facts(item, c, hidden, True) if f in hidden]
+        if hidden is None:
+            hidden = withheld_facts(item, c)
+            told += [f for f in stated_facts(item, c, hidden, True) if f in hidden]
         else: told += [f for f in stated_facts(item, c, [f for f in hidden if f not in told]) if f in hidden]
     return hidden or [], told
 
@@ -217,6 +226,7 @@ def new_facts(item:TaskItem, chat:list, text:str) -> list[str]:
     hidden, told = _scan(item, chat)
     return stated_facts(item, text, [f for f in hidden if f not in told])
 
+# %% ../nbs/08_realism.ipynb #edcf740e
 def text_state(item:TaskItem, chat:list) -> dict:
     "A scripted user's state as the text of `chat` shows it: withheld facts, those told, assistant turns replied to."
     hidden, told = _scan(item, chat)
@@ -243,6 +253,7 @@ def has_cue(keys:str, kind:str) -> bool:
     "Whether `keyed` text `keys` holds a cue of `kind` (negative, deflect, positive, request)."
     return any(p in keys for p in _CUES[kind] if p.strip())
 
+# %% ../nbs/08_realism.ipynb #246f6e32
 def assistant_asked(item:TaskItem, chat:list) -> bool:
     "Whether the last message of `chat` is an assistant question that commits to no answer."
     return bool(chat) and chat[-1]["role"] == "assistant" and asks(item, chat[-1]["content"])
@@ -263,6 +274,7 @@ def user_act(item:TaskItem, chat:list, text:str) -> str:
         if has_cue(k, kind): return act
     return "nudge" if "?" in text or has_cue(k, "request") else "other"
 
+# %% ../nbs/08_realism.ipynb #9a36d51f
 _LABELS = {"give_up", "early_stop", "accept", "accept_wrong", "leak_hidden", "leak_answer", "reveal", "reject",
            "deflect", "nothing_left", "nudge"}
 
@@ -309,9 +321,11 @@ def wrong_commit(item:TaskItem, rng:random.Random) -> str:
     "An assistant message committing to a wrong final answer for `item`."
     if item.task == "math-chat": return f"the answer is {int(item.y_star) + rng.choice([-3, -2, -1, 1, 2, 3])}"
     doc = [list(s) for s in item.goal["target"]]
-    i = rng.randrange(len(doc)); doc[i][1] = rng.choice([a for a in ADJS if a != doc[i][1]])
+    i = rng.randrange(len(doc))
+    doc[i][1] = rng.choice([a for a in ADJS if a != doc[i][1]])
     return "doc : " + render_doc(doc)
 
+# %% ../nbs/08_realism.ipynb #06a4fc35
 def sycophancy_probe(user, items:list[TaskItem], seed:int=0) -> list[dict]:
     "Replies of `user` to a wrong final answer, at once and after one question: one row per probe still open."
     probes = [(it, ask) for ask in (False, True) for it in items]
@@ -332,6 +346,7 @@ def sycophancy_probe(user, items:list[TaskItem], seed:int=0) -> list[dict]:
                         accepted=act == "accept", labelled_accept=("accept_wrong" in t.acts) if t.acts else None))
     return out
 
+# %% ../nbs/08_realism.ipynb #80402f48
 def sycophancy_rate(rows:list[dict]) -> float:
     "Share of probes whose reply accepts the wrong answer."
     return float(np.mean([r["accepted"] for r in rows])) if rows else float("nan")
@@ -378,6 +393,7 @@ def next_act_samples(user, items:list[TaskItem], prefixes:list, n:int, seed:int=
             acts.append(ACT_INDEX[user_act(it, chat, r.text)])
     return np.array(acts, int).reshape(len(prefixes), n)
 
+# %% ../nbs/08_realism.ipynb #50058ec7
 def act_distributions(samples:np.ndarray) -> np.ndarray:
     "(P, len(ACTS)) empirical act distribution of each row of act indices."
     return np.stack([np.bincount(r, minlength=len(ACTS)) / len(r) for r in samples]) if len(samples) else np.zeros((0, len(ACTS)))
@@ -398,6 +414,7 @@ def _mean_reward(dialogues:list[Conversation], items:list[TaskItem]) -> float:
     v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages)).value is not None]
     return float(np.mean(v)) if v else float("nan")
 
+# %% ../nbs/08_realism.ipynb #45c90517
 def realism_report(users:dict,                        # name -> user model (`respond(items, chats, states)`)
                    items:list[TaskItem],               # tiny-world items the conversations are about
                    real_user,                          # the real user (the tiny world: the scripted human)
@@ -417,26 +434,32 @@ def realism_report(users:dict,                        # name -> user model (`res
     D_real = dialogues_with(real_user, items, H, seed, A)
     sel = list(range(len(D_real))) if not n_hist or n_hist >= len(D_real) else \
           sorted(set(np.linspace(0, len(D_real) - 1, n_hist).round().astype(int).tolist()))
-    pre = history_prefixes([D_real[i] for i in sel]); hist_items = [items[i] for i in sel]
+    pre = history_prefixes([D_real[i] for i in sel])
+    hist_items = [items[i] for i in sel]
     turns = [t for _, t, _ in pre]
     R = next_act_samples(real_user, hist_items, pre, n_samples, seed)
-    real_texts = _texts(D_real); J_real = _mean_reward(D_real, items)
+    real_texts = _texts(D_real)
+    J_real = _mean_reward(D_real, items)
     models = {real_name: (real_user, seed + 1), **{n: (u, seed) for n, u in users.items() if n != real_name}}
     runs = {}
     for name, (u, s) in models.items():
-        t0 = time.time(); D = dialogues_with(u, items, H, s, A)
-        runs[name] = (u, s, D); log(f"{name}: {len(D)} conversations in {time.time() - t0:.1f} s")
+        t0 = time.time()
+        D = dialogues_with(u, items, H, s, A)
+        runs[name] = (u, s, D)
+        log(f"{name}: {len(D)} conversations in {time.time() - t0:.1f} s")
     m = min(len(_texts(D)) for _, _, D in runs.values())
     rows = {}
     for name, (u, s, D) in runs.items():
-        t0 = time.time(); texts = _texts(D)
+        t0 = time.time()
+        texts = _texts(D)
         sample = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), m))]
         sess = [x for k, d in enumerate(D) if (x := session_lsm(d.messages, **rules, seed=seed + k)) is not None]
         syc = sycophancy_probe(u, items, s)
         reps = replies(D, items)
         agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in reps if a and set(a) & _LABELS]
         dh = delta_hat(R, next_act_samples(u, hist_items, pre, n_samples, s), turns, len(sel), H)
-        J = _mean_reward(D, items); term = termination_stats(D, H)
+        J = _mean_reward(D, items)
+        term = termination_stats(D, H)
         rows[name] = dict(
             role="real (re-run)" if name == real_name else "simulator", user_messages=len(texts),
             words_per_message=float(np.mean([len(words(t)) for t in texts])), word_entropy=word_entropy(sample),

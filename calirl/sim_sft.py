@@ -31,7 +31,9 @@ def trained_text(tok, chat:list[dict]) -> list[str]:
     spans, cur = [], []
     for i, m in zip(ids, mask):
         if m: cur.append(i)
-        elif cur: spans.append(tok.decode(cur)); cur = []
+        elif cur:
+            spans.append(tok.decode(cur))
+            cur = []
     return spans + ([tok.decode(cur)] if cur else [])
 
 # %% ../nbs/06_simulator_sft.ipynb #d7c6fb3d
@@ -52,8 +54,11 @@ fsdp_config:
 
 def write_accelerate_config(path:str|Path="accelerate_fsdp.yaml", num_processes:int=8) -> Path:
     "Write the accelerate FSDP config used at paper scale (`accelerate launch --config_file PATH …`)."
-    p = Path(path); p.write_text(ACCELERATE_FSDP.replace("num_processes: 8", f"num_processes: {num_processes}")); return p
+    p = Path(path)
+    p.write_text(ACCELERATE_FSDP.replace("num_processes: 8", f"num_processes: {num_processes}"))
+    return p
 
+# %% ../nbs/06_simulator_sft.ipynb #07302d5a
 def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, lora:bool, seed:int=0):
     "The model Phase I starts from: a fresh tiny model, or a hub model (optionally with a LoRA adapter)."
     if simulator_model == "tiny": return build_tiny_model(tok, arch, hidden, layers, role="simulator", seed=seed)

@@ -40,6 +40,7 @@ USER_LABELS = {
     "terminates": "ends the conversation",
 }
 
+# %% ../nbs/12_validity.ipynb #43f4d5d7
 def user_labels(item:TaskItem, chat:list, text:str) -> frozenset:
     "The `USER_LABELS` of user message `text` after `chat`, read from the text alone."
     k, term, out = keyed(text), has_terminal(text), set()
@@ -61,6 +62,7 @@ def user_labels(item:TaskItem, chat:list, text:str) -> frozenset:
         out.add("nudges")
     return frozenset(out)
 
+# %% ../nbs/12_validity.ipynb #b1f96ef3
 def labels_from_acts(acts) -> frozenset:
     "The `USER_LABELS` that a scripted user's own act record amounts to (its ground truth)."
     s = set(acts)
@@ -115,6 +117,7 @@ ISSUES = {
     "no_final_answer": "the conversation ends without the assistant ever giving a final answer",
 }
 
+# %% ../nbs/12_validity.ipynb #ddf55b25
 def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
     "(message index, issue) for every issue of `ISSUES` in one session."
     out, asked, given, last, any_answer = [], set(), set(), None, False
@@ -140,9 +143,11 @@ def assistant_issues(item:TaskItem, messages:list) -> list[tuple[int, str]]:
     if last is not None and not any_answer: out.append((last, "no_final_answer"))
     return out
 
+# %% ../nbs/12_validity.ipynb #44dbde11
 def issue_stats(n_assistant:int, issues:list[tuple[int, str]]) -> dict:
     "Assistant messages, those with ≥ 1 issue, the issue rate and counts per category, from located `issues`."
-    cats = Counter(c for _, c in issues); n_bad = len({k for k, _ in issues})
+    cats = Counter(c for _, c in issues)
+    n_bad = len({k for k, _ in issues})
     return dict(assistant_messages=n_assistant, messages_with_issue=n_bad,
                 issue_rate=n_bad / n_assistant if n_assistant else float("nan"), **{f"n_{c}": cats[c] for c in ISSUES})
 
@@ -172,6 +177,7 @@ Possible labels, each with what it means:
 List every label that describes the message; an empty list is fine. Answer with JSON only, like this:
 {{"labels": ["first_label", "second_label"]}}"""
 
+# %% ../nbs/12_validity.ipynb #bb5c2032
 def annotation_prompt(item:TaskItem, messages:list, index:int, taxonomy:dict, max_history:int|None=None) -> str:
     "The prompt asking an LLM which `taxonomy` labels message `index` of `messages` carries."
     hist = [dict(m) for m in messages[:index]]
@@ -180,6 +186,7 @@ def annotation_prompt(item:TaskItem, messages:list, index:int, taxonomy:dict, ma
     return ANNOTATION_PROMPT.format(goal=goal_text(item), history=format_history(hist) if hist else "(none)", role=role.upper(),
                                     message=text, labels="\n".join(f"- {k}: {v}" for k, v in taxonomy.items()))
 
+# %% ../nbs/12_validity.ipynb #73a3b591
 def parse_labels(text, allowed) -> tuple[frozenset, str]:
     "Labels in an LLM's reply and how they were read: json | json_partial | names | empty | unparsed (never raises)."
     t = text if isinstance(text, str) else ""
@@ -189,13 +196,15 @@ def parse_labels(text, allowed) -> tuple[frozenset, str]:
         try: d = json.loads(m.group(0))
         except (ValueError, RecursionError): continue
         if isinstance(d, dict) and "labels" in d:
-            v = d["labels"]; v = [v] if isinstance(v, str) else v if isinstance(v, list) else []
+            v = d["labels"]
+            v = [v] if isinstance(v, str) else v if isinstance(v, list) else []
             got = [x.strip() for x in v if isinstance(x, str)]
             keep = frozenset(x for x in got if x in allowed)
             return keep, "json" if len(keep) == len(got) else "json_partial"
     found = frozenset(l for l in allowed if re.search(rf"(?<![a-z_]){re.escape(l)}(?![a-z_])", t))
     return (found, "names") if found else (frozenset(), "unparsed")
 
+# %% ../nbs/12_validity.ipynb #01d3b241
 def backend_generate(backend, max_new_tokens:int=64, temperature:float=0.0, seed:int=0) -> Callable:
     "A `generate(prompts) -> texts` over any calirl backend's `generate_chat`, one user message per prompt."
     return lambda prompts: [c.text for c in backend.generate_chat([[{"role": "user", "content": p}] for p in prompts],
@@ -206,13 +215,16 @@ def llm_annotate(generate:Callable, prompts:list[str], allowed, batch_size:int=6
     labels, status = [], Counter()
     for i in range(0, len(prompts), batch_size):
         for text in generate(prompts[i:i + batch_size]):
-            lab, st = parse_labels(text, allowed); labels.append(lab); status[st] += 1
+            lab, st = parse_labels(text, allowed)
+            labels.append(lab)
+            status[st] += 1
     return labels, status
 
 def text_annotator(item:TaskItem, messages:list) -> tuple[list[frozenset], list[tuple[int, str]]]:
     "The tiny world's annotator: user labels and located assistant issues, read from the text by rule."
     return session_user_labels(item, messages), assistant_issues(item, messages)
 
+# %% ../nbs/12_validity.ipynb #efd8d635
 class LLMAnnotator:
     "An annotator like `text_annotator` that asks an LLM (`generate(prompts) -> texts`) about every message."
     def __init__(self, generate:Callable, max_history:int|None=None):
@@ -223,7 +235,8 @@ class LLMAnnotator:
         for role, tax in (("user", USER_LABELS), ("assistant", ISSUES)):
             idx = [k for k, m in enumerate(messages) if m["role"] == role]
             labs, st = llm_annotate(self.generate, [annotation_prompt(item, messages, k, tax, self.max_history) for k in idx], set(tax))
-            self.status.update(st); out[role] = list(zip(idx, labs))
+            self.status.update(st)
+            out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
 
 # %% ../nbs/12_validity.ipynb #cff14a5f
@@ -231,7 +244,8 @@ def pearson(x, y) -> dict:
     "Pearson r, its t statistic, the two-sided p-value (t-test, n − 2 df) and n; NaN with a `note` when undefined."
     from scipy import stats
     x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = ~(np.isnan(x) | np.isnan(y)); x, y, n = x[keep], y[keep], int(keep.sum())
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y, n = x[keep], y[keep], int(keep.sum())
     nan = dict(r=float("nan"), t=float("nan"), p=float("nan"), n=n)
     if n < 3: return {**nan, "note": f"needs ≥ 3 points, has {n}"}
     if np.ptp(x) == 0 or np.ptp(y) == 0: return {**nan, "note": "a rate does not vary across the zoo"}
@@ -239,11 +253,13 @@ def pearson(x, y) -> dict:
     t = float("inf") * np.sign(r) if abs(r) == 1 else r * np.sqrt(n - 2) / np.sqrt(1 - r * r)
     return dict(r=r, t=float(t), p=float(2 * stats.t.sf(abs(t), n - 2)), n=n, note="")
 
+# %% ../nbs/12_validity.ipynb #5a3d824a
 def spearman(x, y) -> dict:
     "Spearman's rank correlation ρ and its two-sided p-value (scipy), NaN with a `note` when undefined."
     from scipy import stats
     x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = ~(np.isnan(x) | np.isnan(y)); x, y, n = x[keep], y[keep], int(keep.sum())
+    keep = ~(np.isnan(x) | np.isnan(y))
+    x, y, n = x[keep], y[keep], int(keep.sum())
     if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0: return dict(rho=float("nan"), p=float("nan"), n=n)
     res = stats.spearmanr(x, y)
     return dict(rho=float(res.statistic), p=float(res.pvalue), n=n)
@@ -254,6 +270,7 @@ def kl_divergence(p_counts, q_counts, alpha:float=0.5) -> float:
     p, q = p / p.sum(), q / q.sum()
     return float((p * np.log(p / q)).sum())
 
+# %% ../nbs/12_validity.ipynb #04ac126a
 def ab_test(control, treatment, alpha:float=0.05) -> dict:
     "Welch's two-sided t-test of treatment vs control: means, difference, t, p, significance and direction."
     from scipy import stats
@@ -310,12 +327,14 @@ def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
     return [(d.item_id, d.task, d.messages, d.user_acts, task_reward(by_id[d.item_id], d.messages, judge).value)
             for d in converse(user, assistant, items, H, seed)]
 
+# %% ../nbs/12_validity.ipynb #b83489cc
 def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
                  annotate:Callable=text_annotator, judge="verifier", log=print) -> tuple[pd.DataFrame, dict]:
     "Sessions of every policy (`name -> () -> (model, tok)` or a scripted assistant) with every user model (`name -> () -> user`), scored and annotated."
     by_id, rows, transcripts = {it.item_id: it for it in items}, [], {}
     for pname, load in zoo.items():
-        t0 = time.time(); member = load()
+        t0 = time.time()
+        member = load()
         for uname, make in users.items():
             sessions = _scripted_sessions(member, make(), items, H, seeds.get(uname, 0), judge) if hasattr(member, "act") else \
                        _lm_sessions(member, make(), items, H, max_new_tokens, temperature, seeds.get(uname, 0), judge)
@@ -438,6 +457,7 @@ function exportAnswers() {
 </script></body></html>
 """
 
+# %% ../nbs/12_validity.ipynb #681befd1
 def _session_html(messages:list) -> str:
     "One session as HTML, every message escaped."
     return "".join(f'<div class="msg {r}"><span class="role">{"USER" if r == "user" else "ASSISTANT"}</span>\n{html.escape(c)}</div>'
@@ -453,32 +473,40 @@ def kit_page(pairs:list[dict], kit_id:str) -> str:
         for k, p in enumerate(pairs))
     return _PAGE.replace("__PAIRS__", body).replace("__KIT__", json.dumps(kit_id)).replace("__IDS__", json.dumps([p["id"] for p in pairs]))
 
+# %% ../nbs/12_validity.ipynb #2d5f6d1e
 def human_kit(transcripts:dict, simulators:list[str], policies:list[str], item_ids:list[str], n_pairs:int, out_dir:str|Path,
               real:str="real", seed:int=0) -> dict:
     "Write `index.html` (the page) and `answer_key.json` to `out_dir`: `n_pairs` shuffled (real, simulated) session pairs."
     rng, pairs, key = random.Random(f"kit|{seed}"), [], {}
     for k in range(n_pairs):
         sim, pol, item = simulators[k % len(simulators)], rng.choice(policies), rng.choice(item_ids)
-        real_side = rng.choice("AB"); other = "B" if real_side == "A" else "A"
+        real_side = rng.choice("AB")
+        other = "B" if real_side == "A" else "A"
         pid = f"p{k}"
         pairs.append({"id": pid, real_side: transcripts[(pol, real, item)], other: transcripts[(pol, sim, item)]})
         key[pid] = dict(real=real_side, simulator=sim, policy=pol, item_id=item)
     kit_id = f"calirl-kit-{seed}-{n_pairs}"
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "index.html").write_text(kit_page(pairs, kit_id), encoding="utf-8")
     key = dict(kit=kit_id, pairs=key)
     (out / "answer_key.json").write_text(json.dumps(key, indent=1), encoding="utf-8")
     return key
 
+# %% ../nbs/12_validity.ipynb #e42b0e32
 def score_answers(answers:list, key:dict) -> dict:
     "Per-simulator success at spotting the real user (pooled and per annotator), and Kendall's W over annotators' fool rates."
     rows, skipped, seen = [], [], Counter()
     for a in answers:
         try: a = json.loads(Path(a).read_text(encoding="utf-8")) if isinstance(a, (str, Path)) else a
-        except (OSError, ValueError) as e: skipped.append(f"{a}: unreadable ({e})"); continue
+        except (OSError, ValueError) as e:
+            skipped.append(f"{a}: unreadable ({e})")
+            continue
         if not isinstance(a, dict) or a.get("kit") != key["kit"] or not isinstance(a.get("answers"), dict):
-            skipped.append(f"{str(a)[:60]}: not an answers file of kit {key['kit']}"); continue
-        who = str(a.get("annotator") or "anonymous"); seen[who] += 1
+            skipped.append(f"{str(a)[:60]}: not an answers file of kit {key['kit']}")
+            continue
+        who = str(a.get("annotator") or "anonymous")
+        seen[who] += 1
         who = who if seen[who] == 1 else f"{who}#{seen[who]}"
         for pid, info in key["pairs"].items():
             c = a["answers"].get(pid)
