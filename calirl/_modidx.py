@@ -16,6 +16,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'calirl.artifacts.delta_profile': ('artifacts.html#delta_profile', 'calirl/artifacts.py'),
                                   'calirl.artifacts.fit_line': ('artifacts.html#fit_line', 'calirl/artifacts.py'),
                                   'calirl.artifacts.most_harmful': ('artifacts.html#most_harmful', 'calirl/artifacts.py'),
+                                  'calirl.artifacts.packaged': ('artifacts.html#packaged', 'calirl/artifacts.py'),
                                   'calirl.artifacts.plot_bars': ('artifacts.html#plot_bars', 'calirl/artifacts.py'),
                                   'calirl.artifacts.plot_gap': ('artifacts.html#plot_gap', 'calirl/artifacts.py'),
                                   'calirl.artifacts.run_cell': ('artifacts.html#run_cell', 'calirl/artifacts.py'),
