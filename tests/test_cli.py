@@ -95,7 +95,8 @@ def test_interrupted_run_resumes_without_redoing_work(project):
             "    t.write_text('whole')")
     started = project / "runs/smoke/started"
     p = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", "smoke", "--only", "00_core", "99_slow"], cwd=project,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # a foreground run, even when the suite runs in the background (`&` ignores SIGINT)
     t0 = time.time()
     while not started.exists():
         assert p.poll() is None, p.communicate()
