@@ -176,6 +176,8 @@ def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
 # %% ../nbs/13_artifacts.ipynb #0f6703ea
 def run_cell(spec:CellSpec) -> dict:
     "Train one ablation cell from the base policy (resumable), evaluate it against the real user and its simulator."
+    if spec.user is None or spec.real_user is None:
+        raise ValueError(f"ablation cell {cell_name(spec)} has no `user` or `real_user` spec; build both with `ablation_user` / `user_spec`")
     import torch
     from calirl.backends import HFBackend
     from calirl.evaluate import evaluate_policy
