@@ -8,7 +8,7 @@ reason, in the kit's one conversation record. Plus the LM simulator
 
 # %% auto #0
 __all__ = ['turn_segment', 'PolicySpeaker', 'rollout', 'TextPolicy', 'rollout_metrics', 'simulator_context', 'LMSimulator',
-           'masked_spans', 'cpu_limits', 'bench_rollout']
+           'masked_spans', 'cpu_limits', 'decode_options', 'bench_rollout']
 
 # %% ../nbs/05_rollout.ipynb #e49929f4
 import time
@@ -18,7 +18,7 @@ from .tasks import TaskItem
 from .dialogue import Conversation, converse, has_terminal
 from .prompts import ParseStats, parse_policy
 from .users import UserTurn, goal_text
-from .backends import Backend, chat_prompt_ids
+from .backends import Backend, HFBackend, chat_prompt_ids
 
 # %% ../nbs/05_rollout.ipynb #0c412333
 def _sanitize(text:str, tok) -> str:
@@ -219,41 +219,66 @@ class _Counting:
         self.tokens += sum(len(o.token_ids) for o in out)
         return out
 
+# %% ../nbs/05_rollout.ipynb #b3f16dc1
+def _time_rollouts(pm, ptok, sm, stok, items, H, max_new_tokens, seed, engine, batched) -> dict:
+    "Seconds, generated tokens and calls of rollouts over `items` with both models on `engine`."
+    pol, sim = _Counting(HFBackend(pm, ptok, engine=engine)), _Counting(HFBackend(sm, stok, engine=engine))
+    user = LMSimulator(sim, stok, max_new_tokens=max_new_tokens, seed=seed)
+    t0 = time.perf_counter()
+    if batched: rollout(pol, ptok, user, items, 1, H, max_new_tokens, 1.0, seed=seed)
+    else:
+        for it in items: rollout(pol, ptok, user, [it], 1, H, max_new_tokens, 1.0, seed=seed)
+    dt = time.perf_counter() - t0
+    n = pol.tokens + sim.tokens
+    return dict(seconds=dt, tokens=n, calls=pol.calls + sim.calls, tok_per_s=n / dt)
+
+# %% ../nbs/05_rollout.ipynb #edea5f24
+def decode_options(model, tok, prompts:list[list[int]], max_new_tokens:int, repeats:int=2) -> dict:
+    "Tokens/s of one batch on each decoding option we tried: `generate` (dynamic cache), `generate` (static cache), lean."
+    import torch
+    from calirl.backends import LeanDecoder, left_pad, sampling_kwargs
+    ids, mask = left_pad(prompts, tok.pad_token_id)
+    kw = dict(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, eos_token_id=[], pad_token_id=tok.pad_token_id,
+              **{**sampling_kwargs(1.0), "min_new_tokens": max_new_tokens})
+    lean = LeanDecoder(model)
+    options = {"generate": lambda: model.generate(**kw), "generate_static": lambda: model.generate(**kw, cache_implementation="static"),
+               "lean": lambda: lean.generate(prompts, max_new_tokens, 1.0, 1.0, [], tok.pad_token_id)}
+    out = {}
+    with torch.no_grad():
+        for name, f in options.items():
+            f()                                                             # warm-up
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                lean.cache.entries = []                                     # one batch alone: no reuse across repeats
+                f()
+            out[name] = len(prompts) * max_new_tokens * repeats / (time.perf_counter() - t0)
+    return out
+
 # %% ../nbs/05_rollout.ipynb #33cc8be6
 def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
-    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations; the result as a dict."
+    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder; a dict."
     import torch
-    from calirl.models import build_tiny_model, n_params, train_tokenizer, with_role
-    from calirl.backends import HFBackend
+    from calirl.models import build_tiny_model, n_params, train_tokenizer
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
-    torch.set_num_threads(torch.get_num_threads())
     items = tiny_items("math-chat", "eval", n, seed)
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 100, seed), seed), 1024)
     pm, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
     sm, stok = build_tiny_model(tok, "qwen2", hidden, layers, "simulator", seed + 1)
-    limits = cpu_limits()
-    res = {}
-    for mode in ("batched", "sequential"):
-        pol, sim = _Counting(HFBackend(pm, ptok)), _Counting(HFBackend(sm, stok))
-        user = LMSimulator(sim, stok, max_new_tokens=max_new_tokens, seed=seed)
-        t0 = time.perf_counter()
-        if mode == "batched": rollout(pol, ptok, user, items, 1, H, max_new_tokens, 1.0, seed=seed)
-        else:
-            for it in items: rollout(pol, ptok, user, [it], 1, H, max_new_tokens, 1.0, seed=seed)
-        dt = time.perf_counter() - t0
-        res[mode] = dict(seconds=dt, tokens=pol.tokens + sim.tokens, calls=pol.calls + sim.calls, tok_per_s=(pol.tokens + sim.tokens) / dt)
-        log(f"{mode:>10}: {res[mode]['tokens']:,} tokens in {dt:.1f} s = {res[mode]['tok_per_s']:,.0f} tok/s ({res[mode]['calls']} generate calls)")
-    P = n_params(pm)
-    out = dict(conversations=n, rounds=H, max_new_tokens=max_new_tokens, params=P,
-               tokens_batched=res["batched"]["tokens"], tokens_sequential=res["sequential"]["tokens"],
-               tok_per_s_batched=res["batched"]["tok_per_s"], tok_per_s_sequential=res["sequential"]["tok_per_s"],
-               speedup=res["batched"]["tok_per_s"] / res["sequential"]["tok_per_s"],
+    limits, P, out = cpu_limits(), n_params(pm), dict(conversations=n, rounds=H, max_new_tokens=max_new_tokens, params=n_params(pm))
+    for engine in ("generate", "lean"):
+        for mode in ("batched", "sequential"):
+            r = _time_rollouts(pm, ptok, sm, stok, items, H, max_new_tokens, seed, engine, mode == "batched")
+            out[f"tok_per_s_{mode}_{engine}"], out[f"tokens_{mode}_{engine}"] = r["tok_per_s"], r["tokens"]
+            log(f"{engine:>9} {mode:>10}: {r['tokens']:,} tokens in {r['seconds']:.1f} s = {r['tok_per_s']:,.0f} tok/s ({r['calls']} generate calls)")
+    opening = [chat_prompt_ids(ptok, [{"role": "user", "content": goal_text(it)}]) for it in items]
+    out.update({f"one_batch_tok_per_s_{k}": v for k, v in decode_options(pm, ptok, opening, max_new_tokens).items()})
+    out.update(lean_over_generate=out["tok_per_s_batched_lean"] / out["tok_per_s_batched_generate"],
+               speedup_generate=out["tok_per_s_batched_generate"] / out["tok_per_s_sequential_generate"],
+               speedup_lean=out["tok_per_s_batched_lean"] / out["tok_per_s_sequential_lean"],
                matmul_gflops=limits["matmul_flops"] / 1e9, mem_gb_per_s=limits["mem_bytes_per_s"] / 1e9,
-               flops_util_batched=res["batched"]["tok_per_s"] * 2 * P / limits["matmul_flops"],
-               flops_util_sequential=res["sequential"]["tok_per_s"] * 2 * P / limits["matmul_flops"],
-               weight_bw_util_sequential=res["sequential"]["tok_per_s"] * 4 * P / limits["mem_bytes_per_s"])
-    log(f"speedup {out['speedup']:.1f}x; CPU: {out['matmul_gflops']:.0f} GFLOP/s matmul, {out['mem_gb_per_s']:.1f} GB/s copy; "
-        f"model FLOPs reach {out['flops_util_batched']:.1%} (batched) and {out['flops_util_sequential']:.2%} (one at a time) of matmul peak; "
-        f"one at a time reads weights at {out['weight_bw_util_sequential']:.1%} of copy bandwidth")
+               flops_util_batched_lean=out["tok_per_s_batched_lean"] * 2 * P / limits["matmul_flops"])
+    log(f"one batch of {n} openings, {max_new_tokens} new tokens: " + ", ".join(f"{k} {out['one_batch_tok_per_s_' + k]:,.0f} tok/s" for k in ("generate", "generate_static", "lean")))
+    log(f"lean / generate, batched rollouts: {out['lean_over_generate']:.1f}x; batched / one at a time: {out['speedup_generate']:.1f}x (generate), "
+        f"{out['speedup_lean']:.1f}x (lean); CPU: {out['matmul_gflops']:.0f} GFLOP/s matmul; lean batched model FLOPs reach {out['flops_util_batched_lean']:.1%} of it")
     return out
