@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
+from .core import timed
 
 # %% ../nbs/04a_backends.ipynb #eabb74c7
 @dataclass
@@ -299,9 +300,10 @@ class HFBackend(Backend):
     def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):
         if any(len(p) == 0 for p in prompts): raise ValueError("every prompt needs at least one token")
         stop, out = stop_ids(self.tokenizer, self.model, stop_token_ids), []
-        for i in range(0, len(prompts), self.max_batch_size):
-            s = None if seed is None else seed + i   # chunks get distinct, reproducible seeds
-            out += self._generate(prompts[i:i + self.max_batch_size], max_new_tokens, temperature, top_p, s, stop)
+        with timed("generation"):
+            for i in range(0, len(prompts), self.max_batch_size):
+                s = None if seed is None else seed + i   # chunks get distinct, reproducible seeds
+                out += self._generate(prompts[i:i + self.max_batch_size], max_new_tokens, temperature, top_p, s, stop)
         return out
 
 # %% ../nbs/04a_backends.ipynb #56e06ab4
@@ -355,7 +357,7 @@ class VLLMBackend(Backend):
         params = [SamplingParams(n=1, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
                                  seed=None if seed is None else seed + i, stop_token_ids=stop, logprobs=0,
                                  skip_special_tokens=True) for i in range(len(prompts))]
-        res = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
+        with timed("generation"): res = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params, use_tqdm=False)
         return [self._completion(r.outputs[0]) for r in res]
 
     @staticmethod
@@ -434,7 +436,7 @@ class OpenAIBackend(Backend):
     def generate_chat(self, messages_batch, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):
         "One `Completion` per conversation, sent concurrently; `stop_token_ids` is ignored (the server stops at its own eos)."
         seeds = [None if seed is None else seed + i for i in range(len(messages_batch))]
-        with ThreadPoolExecutor(max(1, min(self.max_workers, len(messages_batch)))) as ex:
+        with timed("generation"), ThreadPoolExecutor(max(1, min(self.max_workers, len(messages_batch)))) as ex:
             return list(ex.map(lambda a: self.chat(a[0], max_new_tokens, temperature, top_p, a[1]), zip(messages_batch, seeds)))
 
     def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from .tasks import TaskItem
 from .rollout import simulator_context
-from .training import dpo_train
+from .training import dpo_train, run_trainer
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
@@ -47,8 +47,8 @@ def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list
                              save_strategy="no", report_to="none", logging_steps=5, seed=seed, use_cpu=not torch.cuda.is_available(),
                              disable_tqdm=True, lr_scheduler_type="cosine", warmup_steps=0)
     tok_r = _right_padded(tok)
-    Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows).shuffle(seed=seed),
-            data_collator=DataCollatorForTokenClassification(tok_r)).train()
+    run_trainer(Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows).shuffle(seed=seed),
+                        data_collator=DataCollatorForTokenClassification(tok_r)))
     return model.eval()
 
 # %% ../nbs/07_dial.ipynb #31322026

@@ -27,6 +27,7 @@ from .models import load_model, save_model
 from .users import SAY
 from .backends import HFBackend, VLLMBackend
 from .rollout import rollout
+from .training import run_trainer
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -321,7 +322,7 @@ def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_fun
         from transformers import TrainerState                    # finished before: load it, train nothing more
         tr._load_from_checkpoint(ck)
         tr.state = TrainerState.load_from_json(str(Path(ck) / "trainer_state.json"))
-    else: tr.train(resume_from_checkpoint=ck)
+    else: run_trainer(tr, resume_from_checkpoint=ck)
     return tr
 
 # %% ../nbs/09_grpo.ipynb #9eb60f2c

@@ -12,6 +12,7 @@ import math, multiprocessing as mp, warnings
 from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Callable
+from .core import timed
 from .tasks import TaskItem
 from .dialogue import answer_value, final_answer
 from .prompts import judge_prompt, parse_judge
@@ -136,6 +137,9 @@ def _last_assistant(messages:list) -> str | None:
 
 def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu") -> Score:
     "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document."
+    with timed("scoring"): return _task_reward(item, messages, judge, metric)
+
+def _task_reward(item:TaskItem, messages:list, judge:str|Callable, metric:str) -> Score:
     global _VERIFIER
     try: pred = final_answer(item, messages) if item.goal else _last_assistant(messages)   # paper items: free text
     except Exception as e: return unscorable(f"transcript:{type(e).__name__}")

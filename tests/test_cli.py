@@ -60,6 +60,21 @@ def test_bad_inputs_get_one_clear_error(project, tmp_path):
     ini.write_text(ini.read_text().replace("[smoke]\n", "[smoke]\nsed = 3\n"))
     _one_clear_error(calirl("profiles", cwd=project), "[smoke] has unknown key `sed`", "did you mean `seed`")
 
+def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
+    "The run's time profile lists every notebook; training notebooks show generation and optimizer steps, and no phase sum exceeds its notebook."
+    import pandas as pd
+    project, r = smoke_reproduction
+    assert r.returncode == 0, r.stderr[-5000:]
+    tp = pd.read_csv(project / "figures/smoke/time_profile.csv").set_index("notebook")
+    names = [p.stem for p in sorted((project / "nbs").glob("[0-9]*.ipynb"))]
+    assert set(names) | {"total"} == set(tp.index), tp.index
+    for nb in ("06_simulator_sft", "09_grpo"):
+        assert tp.loc[nb, "generation"] > 0 and tp.loc[nb, "training_step"] > 0, tp.loc[nb]
+    assert tp.loc["09_grpo", "scoring"] > 0, tp.loc["09_grpo"]
+    phases = tp[["generation", "scoring", "training_step", "trainer"]].sum(axis=1)
+    assert (phases <= tp["seconds"] + 0.2).all(), tp                  # exclusive phases never double-count
+    assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
+
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
     project, r = smoke_reproduction
     assert r.returncode == 0, r.stderr[-5000:]

@@ -58,7 +58,10 @@ def test_ids_spell_the_chat_template_text(world):
     items, ptok, pol, stok, sim = world
     texts = ["how many more ?", "what should i change ?", "12 + 7 = 19 . the answer is 19", "doc : the cat is red ."]
     for user in (scripted_human(), LMSimulator(sim, stok, max_new_tokens=8)):
-      for t in rollout(Scripted(ptok, texts), ptok, user, items, G=2, H=4, max_new_tokens=16, seed=2):
+      T = rollout(Scripted(ptok, texts), ptok, user, items, G=2, H=4, max_new_tokens=16, seed=2)
+      spoke = [t for t in T if any(m["role"] == "assistant" for m in t.messages)]
+      assert len(spoke) >= len(T) // 2 and all(t.termination == "user_ended_at_open" for t in T if t not in spoke)
+      for t in spoke:                                                      # a user may end the chat before the policy speaks
         decoded = ptok.decode(t.prompt_ids + t.completion_ids)
         last = max(k for k, m in enumerate(t.messages) if m["role"] == "assistant")
         rendered = ptok.apply_chat_template(t.messages[: last + 1], tokenize=False)
