@@ -284,7 +284,8 @@ ENGINES = ("auto", "lean", "generate")
 
 class HFBackend(Backend):
     "Batched generation with a transformers model: left padding, KV cache, log-probabilities of the sampled tokens."
-    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str="auto"):
+    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str|None=None):
+        engine = engine or os.environ.get("CALIRL_DECODER") or "auto"
         if engine not in ENGINES: raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

@@ -42,10 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="override a profile key (repeatable)")
     r.add_argument("--root", help="project root (default: the folder above the cwd holding settings.ini and nbs/)")
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
-    b.add_argument("what", choices=["rollout"], help="rollout: batched vs one-at-a-time multi-turn rollouts")
-    b.add_argument("--n", type=positive_int, default=64, help="conversations (default 64)")
-    b.add_argument("--rounds", type=positive_int, default=3, help="policy turns per conversation (default 3)")
-    b.add_argument("--max-new-tokens", type=positive_int, default=32, help="tokens per generated message (default 32)")
+    b.add_argument("what", choices=["rollout", "grpo-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
+                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean")
+    b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4)")
+    b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout, 7 for grpo-step)")
+    b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout, 48 for grpo-step)")
+    b.add_argument("--steps", type=positive_int, default=5, help="grpo-step: steps per decoder, the first a warm-up (default 5; at least 2 run)")
     b.add_argument("--hidden", type=positive_int, default=128, help="hidden size of the tiny models (default 128)")
     b.add_argument("--layers", type=positive_int, default=2, help="layers of the tiny models (default 2)")
     b.add_argument("--seed", type=int, default=0)
@@ -77,13 +79,21 @@ def _note_damaged_state(root:Path, name:str) -> None:
                   "and a run will set the file aside", file=sys.stderr)
 
 # %% ../nbs/00b_cli.ipynb #ad34429e
+def _bench(a) -> dict:
+    "Run benchmark `a.what` with the sizes given, each defaulting per benchmark; its figures as a dict."
+    def pick(v, default): return default if v is None else v
+    if a.what == "rollout":                  # heavy imports only here
+        from calirl.rollout import bench_rollout
+        return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, a.seed)
+    from calirl.grpo import bench_grpo_step
+    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed)
+
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."
     a = _parser().parse_args(argv)
-    if a.cmd == "bench":                     # heavy imports only here
+    if a.cmd == "bench":
         import json
-        from calirl.rollout import bench_rollout
-        print(json.dumps(bench_rollout(a.n, a.rounds, a.max_new_tokens, a.hidden, a.layers, a.seed)))
+        print(json.dumps(_bench(a)))
         return 0
     try:
         root = Path(a.root).resolve() if a.root else find_project()

@@ -9,7 +9,7 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 __all__ = ['CURVES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch', 'TrainerVLLM',
            'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics', 'transcript_reward',
            'static_prompts', 'single_turn_reward', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo',
-           'step_log', 'interleave', 'run_variant', 'curves_frame', 'plot_curves']
+           'step_log', 'interleave', 'run_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, re, tempfile, time
@@ -378,3 +378,54 @@ def plot_curves(df:pd.DataFrame, smooth:int=1):
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+# %% ../nbs/09_grpo.ipynb #19abf622
+def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOSettings, H:int, max_len:PerTask) -> dict:
+    "Seconds per step after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine`."
+    import os
+    from calirl.core import PHASES
+    from calirl.users import scripted_human
+    os.environ["CALIRL_DECODER"] = engine
+    model, tok = load_model(model_dir)
+    rows = [{"prompt": i, "task": it.task} for i, it in items.items()]
+    marks = []
+    def mark(*_a, **_k): marks.append((time.perf_counter(), dict(PHASES)))
+    cfg = grpo_config(tempfile.mkdtemp(), steps, settings, save_steps=10**6)
+    rf = interactive_rollout_func(scripted_human(), items, tok, H, settings, max_len)
+    from transformers import TrainerCallback
+    cb = type("Mark", (TrainerCallback,), {"on_step_end": lambda self, *a, **k: mark()})()
+    train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb])
+    (t0, p0), (t1, p1) = marks[0], marks[-1]
+    n = len(marks) - 1
+    return dict(step_s=(t1 - t0) / n, **{f"{k}_s": (p1.get(k, 0.0) - p0.get(k, 0.0)) / n for k in ("generation", "scoring", "training_step")})
+
+# %% ../nbs/09_grpo.ipynb #70a30b03
+def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
+                    seed:int=0, log=print) -> dict:
+    "Seconds per multi-turn GRPO step with rollouts on `generate` and on the lean decoder, split by phase; a dict."
+    import os
+    from calirl.models import build_tiny_model, train_tokenizer
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    items = {it.item_id: it for it in tiny_items("math-chat", "train", 64, seed)}
+    tok = train_tokenizer(world_corpus(list(items.values())[:32], seed), 1024)
+    model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
+    model_dir = save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
+    settings = GRPOSettings(G=G, grpo_batch=G * prompts, grpo_lr=1e-4, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28,
+                            kl_beta=0.0, train_temperature=1.0, max_new_tokens=max_new_tokens, seed=seed, device="cpu",
+                            dtype="float32", rollout_backend="hf")
+    max_len = PerTask("max_len", 512, 512)
+    before = os.environ.get("CALIRL_DECODER")
+    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens)
+    try:
+        for engine in ("generate", "lean"):
+            r = _grpo_steps(engine, steps, str(model_dir), items, settings, H, max_len)
+            out.update({f"{k}_{engine}": v for k, v in r.items()})
+            log(f"{engine:>9}: {r['step_s']:.2f} s per step = generation {r['generation_s']:.2f} + scoring {r['scoring_s']:.2f} "
+                f"+ optimizer step {r['training_step_s']:.2f} + rest {r['step_s'] - r['generation_s'] - r['scoring_s'] - r['training_step_s']:.2f}")
+    finally:
+        if before is None: os.environ.pop("CALIRL_DECODER", None)
+        else: os.environ["CALIRL_DECODER"] = before
+    out["speedup"] = out["step_s_generate"] / out["step_s_lean"]
+    log(f"GRPO step: lean {out['speedup']:.1f}x faster than generate")
+    return out

@@ -364,18 +364,18 @@ def read_phases(path:str|Path) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, (int, float))} if isinstance(d, dict) else {}
 
 # %% ../nbs/00a_reproduce.ipynb #12e5ca02
-def time_profile(state:dict) -> "pd.DataFrame":
-    "One row per notebook of a run state: seconds, the phases' seconds, and the rest as `other`."
+def time_profile(state:dict):
+    "A DataFrame, one row per notebook of a run state: seconds, the phases' seconds, and the rest as `other`."
     import pandas as pd
     rows = []
     for name, e in state.items():
         if not isinstance(e.get("elapsed_s"), (int, float)): continue
         ph = e.get("phases") or {}
-        row = dict(notebook=name, status=e["status"], seconds=e["elapsed_s"], **{k: round(ph.get(k, 0.0), 1) for k in PHASE_COLUMNS})
-        row["other"] = round(row["seconds"] - sum(row[k] for k in PHASE_COLUMNS), 1)
+        row = dict(notebook=name, status=e["status"], seconds=e["elapsed_s"], **{k: round(ph.get(k, 0.0), 2) for k in PHASE_COLUMNS})
+        row["other"] = round(row["seconds"] - sum(row[k] for k in PHASE_COLUMNS), 2)
         rows.append(row)
     df = pd.DataFrame(rows, columns=["notebook", "status", "seconds", *PHASE_COLUMNS, "other"])
-    total = df[["seconds", *PHASE_COLUMNS, "other"]].sum().round(1)
+    total = df[["seconds", *PHASE_COLUMNS, "other"]].sum().round(2)
     return pd.concat([df, pd.DataFrame([dict(notebook="total", status="", **total)])], ignore_index=True)
 
 # %% ../nbs/00a_reproduce.ipynb #de900035

@@ -19,7 +19,8 @@ def test_notebook(nb, nb_project):
 def _tables(d):
     import pandas as pd
     volatile = lambda c: any(w in c.lower() for w in ("second", "time", "elapsed"))
-    return {p.name: pd.read_csv(p).pipe(lambda df: df[[c for c in df.columns if not volatile(c)]]) for p in sorted(d.glob("*.csv"))}
+    return {p.name: pd.read_csv(p).pipe(lambda df: df[[c for c in df.columns if not volatile(c)]]) for p in sorted(d.glob("*.csv"))
+            if p.stem != "time_profile"}                                  # written by `calirl reproduce` only: timings
 
 def test_same_seed_same_tables(nb_project, smoke_reproduction):
     "The notebooks run by nbdev and by `calirl reproduce` (papermill) with the same profile and seed give identical tables."
