@@ -13,7 +13,7 @@ __all__ = ['SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_T
            'phase2_simulator_path']
 
 # %% ../nbs/00_core.ipynb #97d245e0
-import atexit, configparser, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
+import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -365,7 +365,7 @@ _PHASES_WRITTEN = [0.0]
 def save_phases(path:str|Path|None=None) -> None:
     "Write `PHASES` as JSON to `path` (default: the file named by `CALIRL_PHASES`; nothing if none, or nothing timed)."
     path = path or os.environ.get("CALIRL_PHASES")
-    if not path or not PHASES: return
+    if not path or not PHASES or multiprocessing.parent_process() is not None: return    # a worker's time is its parent's `other`
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({k: round(v, 3) for k, v in PHASES.items()}))
     _PHASES_WRITTEN[0] = time.time()
