@@ -12,7 +12,7 @@ measured simulator error δ̂_t and Theorem 3.2's bound."""
 # %% auto #0
 __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS', 'artifact_knobs', 'artifact_user',
            'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'ablation_user', 'cell_name',
-           'CellSpec', 'run_cell', 'run_cells', 'packaged', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory',
+           'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory',
            'summarize', 'plot_bars', 'plot_gap', 'most_harmful']
 
 # %% ../nbs/13_artifacts.ipynb #4053eab2
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import GRPOSettings, PerTask, seed_everything
+from .core import GRPOSettings, PerTask, n_workers, pmap, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
 from .dialogue import strip_terminal
@@ -224,19 +224,8 @@ def run_cell(spec:CellSpec) -> dict:
 
 # %% ../nbs/13_artifacts.ipynb #08e4beb6
 def run_cells(specs:list[CellSpec], workers:int=1) -> list[dict]:
-    "Run `specs` (in order, or over `workers` spawned processes: the results do not depend on it)."
-    if workers <= 1 or len(specs) <= 1: return [run_cell(s) for s in specs]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-    from calirl import artifacts                     # spawned processes import `run_cell` and `CellSpec` by name from the package
-    specs = [packaged(s) for s in specs]
-    with ProcessPoolExecutor(min(workers, len(specs)), mp_context=mp.get_context("spawn")) as ex:
-        return list(ex.map(artifacts.run_cell, specs))
-
-def packaged(spec:CellSpec):
-    "`spec` as an instance of the package's `calirl.artifacts.CellSpec` (a notebook's own copy of the class cannot be unpickled by a worker)."
-    from calirl import artifacts
-    return artifacts.CellSpec(**{f.name: getattr(spec, f.name) for f in fields(spec)})
+    "Run `specs` in order, or over `workers` processes (`calirl.core.pmap`): the results do not depend on it."
+    return pmap(run_cell, specs, workers)
 
 # %% ../nbs/13_artifacts.ipynb #48b5a6b9
 def delta_profile(user, real, items:list[TaskItem], H:int, n_samples:int, n_hist:int|None, seed:int=0, sim_seed:int|None=None) -> np.ndarray:

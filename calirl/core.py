@@ -8,16 +8,16 @@ section; nothing here imports torch."""
 __all__ = ['SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_TASK_KEYS', 'PHASES', 'ARTIFACTS', 'check_batch',
            'Profile', 'ProfileError', 'key_range', 'check_value', 'read_profiles', 'parse_overrides', 'load_profile',
            'typed_value', 'profile_value', 'GRPOSettings', 'PerTask', 'seed_everything', 'save_phases', 'timed',
-           'atomic_path', 'save_json', 'load_json', 'save_parquet', 'load_parquet', 'save_table', 'save_figure',
-           'MissingArtifactError', 'artifact_path', 'require_artifact', 'write_source', 'model_source', 'upstream_dir',
-           'phase2_simulator_path']
+           'n_workers', 'one_thread', 'pmap', 'atomic_path', 'save_json', 'load_json', 'save_parquet', 'load_parquet',
+           'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact', 'write_source',
+           'model_source', 'upstream_dir', 'phase2_simulator_path']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 # %% ../nbs/00_core.ipynb #e3b05694
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None, gt:float|None=None, lt:float|None=None,
@@ -44,6 +44,8 @@ class Profile:
     seed: int = _key("master seed; evaluation seeds are listed separately in `eval_seeds`", lo=0, hi=SEED_MAX)
     device: str = _key("where models run", ("cpu", "cuda", "auto"))
     dtype: str = _key("model weights and compute dtype", ("float32", "bfloat16", "auto"))
+    workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one per CPU core "
+                        "on the CPU, 1 on a GPU. Speed only: results do not depend on it", lo=0, hi=1024)
     offline: bool = _key("forbid Hugging Face hub downloads (sets HF_HUB_OFFLINE=1 for every notebook)")
     world: str = _key("task source: the synthetic tiny world or CollabLLM's datasets", ("tiny", "collabllm"))
     tasks: list[str] = _key("tasks to run, comma-separated", ("math-chat", "docedit-chat"))
@@ -388,6 +390,47 @@ def timed(phase:str):
         PHASES[phase] = PHASES.get(phase, 0.0) + now - start
         if _PHASE_STACK: _PHASE_STACK[-1][1] = now
         if time.time() - _PHASES_WRITTEN[0] > 1.0: save_phases()
+
+# %% ../nbs/00_core.ipynb #4253c9e1
+def n_workers(workers:int, device:str="cpu") -> int:
+    "Worker processes for the profile key `workers`: as given, or for 0 one per usable CPU core on the CPU and 1 elsewhere."
+    if workers > 0: return workers
+    on_cpu = device == "cpu" or (device == "auto" and not _cuda())
+    if not on_cpu: return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+def _cuda() -> bool:
+    "Whether torch is installed and sees a GPU."
+    if importlib.util.find_spec("torch") is None: return False
+    import torch
+    return torch.cuda.is_available()
+
+# %% ../nbs/00_core.ipynb #0109855d
+@contextlib.contextmanager
+def one_thread():
+    "Run the block with one torch (BLAS) thread, then restore the count."
+    if importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try: yield
+    finally: torch.set_num_threads(before)
+
+def _job(fn:Callable, job:Any, worker:bool) -> Any:
+    "`fn(job)` with one thread; in a worker, without the parent's phase file (its time is the parent's `workers`)."
+    if worker: os.environ.pop("CALIRL_PHASES", None)
+    with one_thread(): return fn(job)
+
+# %% ../nbs/00_core.ipynb #b0c2c139
+def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
+    "`[fn(j) for j in jobs]`, over `workers` processes when > 1; each job has one BLAS thread, so the results do not depend on `workers`."
+    jobs = list(jobs)
+    if workers <= 1 or len(jobs) <= 1: return [_job(fn, j, False) for j in jobs]
+    from joblib import Parallel, delayed
+    with timed("workers"):
+        return Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, j, True) for j in jobs)
 
 # %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager

@@ -9,12 +9,12 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 __all__ = ['CURVES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch', 'TrainerVLLM',
            'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics', 'transcript_reward',
            'static_prompts', 'single_turn_reward', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo',
-           'step_log', 'interleave', 'run_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
+           'step_log', 'interleave', 'Variant', 'train_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, re, tempfile, time
 from contextlib import nullcontext
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Callable
 import pandas as pd
@@ -343,14 +343,37 @@ def interleave(rows:list[dict], key:str="task", seed:int=0) -> list[dict]:
     return out
 
 # %% ../nbs/09_grpo.ipynb #1b2589ee
-def run_variant(name:str, base_path:str, rows:list[dict], reward_fn:Callable, settings:GRPOSettings, steps:int, ckpt_root:str|Path,
-                out_path:str|Path, rollout_func_for:Callable|None=None) -> tuple[list[dict], float]:
-    "Train one variant from the base policy for `steps` steps (resuming if possible), save it as safetensors; its step log and seconds."
-    model, tok = load_model(base_path, device=settings.device, dtype=settings.dtype)
-    cfg = grpo_config(Path(ckpt_root) / f"{name}-{fingerprint(name=name, steps=steps, grpo=settings)}", steps, settings)
+@dataclass(frozen=True)
+class Variant:
+    "One GRPO training variant, as plain data a worker process can receive."
+    name: str                  # saved as the artifact policy_<name>
+    base_path: str             # the model it starts from
+    rows: list                 # the training prompts, in order
+    items: dict                # item_id -> TaskItem, read by the reward and the user
+    user: dict | None          # the training user's spec (`make_user(**user)`); None: single-turn (Static Context)
+    judge: dict                # the judge's spec (`make_judge(**judge)`)
+    settings: GRPOSettings
+    max_len: PerTask
+    H: int
+    steps: int
+    ckpt_root: str
+    out_path: str
+
+# %% ../nbs/09_grpo.ipynb #85a95858
+def train_variant(v:Variant) -> tuple[list[dict], float]:
+    "Train variant `v` from its base model (resuming if possible) and save it as safetensors; its step log and seconds."
+    from calirl.components import make_judge, make_user
+    judge = make_judge(**v.judge)
+    model, tok = load_model(v.base_path, device=v.settings.device, dtype=v.settings.dtype)
+    cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings)
+    if v.user is None:
+        reward, rollout_func = single_turn_reward(v.items, judge), None
+    else:
+        reward = transcript_reward(v.items, judge)
+        rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)
     t0 = time.time()
-    tr = train_grpo(model, tok, rows, reward_fn, cfg, rollout_func=rollout_func_for(tok) if rollout_func_for else None)
-    save_model(tr.model.eval(), tok, out_path)
+    tr = train_grpo(model, tok, v.rows, reward, cfg, rollout_func=rollout_func)
+    save_model(tr.model.eval(), tok, v.out_path)
     return step_log(tr), time.time() - t0
 
 # %% ../nbs/09_grpo.ipynb #48bf15bd

@@ -86,7 +86,7 @@ def code_digest(nb_path:str|Path) -> str:
 
 def fingerprint(prev:str, nb_path:str|Path, params:dict) -> str:
     "Chained fingerprint of notebook `nb_path` run with `params` after a notebook fingerprinted `prev`."
-    keep = {k: v for k, v in params.items() if k not in ("run_dir", "figures_dir")}
+    keep = {k: v for k, v in params.items() if k not in ("run_dir", "figures_dir", "workers")}
     return hashlib.sha256(f"{prev}|{code_digest(nb_path)}|{json.dumps(keep, sort_keys=True)}".encode()).hexdigest()[:16]
 
 # %% ../nbs/00a_reproduce.ipynb #07af91c8
@@ -351,7 +351,7 @@ def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[
     return "ok", 0
 
 # %% ../nbs/00a_reproduce.ipynb #ab5efa51
-PHASE_COLUMNS = ("generation", "scoring", "training_step", "trainer")
+PHASE_COLUMNS = ("generation", "scoring", "training_step", "trainer", "workers")
 
 def phases_path(run_dir:str|Path, name:str) -> Path:
     "Where notebook `name`'s kernel writes its phase totals."
