@@ -42,9 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="override a profile key (repeatable)")
     r.add_argument("--root", help="project root (default: the folder above the cwd holding settings.ini and nbs/)")
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
-    b.add_argument("what", choices=["rollout", "grpo-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
-                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean")
-    b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4)")
+    b.add_argument("what", choices=["rollout", "grpo-step", "sft-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
+                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean; "
+                   "sft-step: seconds per SFT step and held-out loss, random vs length-grouped batches")
+    b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4); "
+                   "sft-step: training conversations (default 640)")
     b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout, 7 for grpo-step)")
     b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout, 48 for grpo-step)")
     b.add_argument("--steps", type=positive_int, default=5, help="grpo-step: steps per decoder, the first a warm-up (default 5; at least 2 run)")
@@ -85,6 +87,9 @@ def _bench(a) -> dict:
     if a.what == "rollout":                  # heavy imports only here
         from calirl.rollout import bench_rollout
         return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, a.seed)
+    if a.what == "sft-step":
+        from calirl.training import bench_sft_step
+        return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, a.seed)
     from calirl.grpo import bench_grpo_step
     return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed)
 
