@@ -17,11 +17,11 @@ __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS
 
 # %% ../nbs/13_artifacts.ipynb #4053eab2
 import hashlib, json, math, os, shutil, time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import GRPOSettings, PerTask, n_workers, pmap, seed_everything
+from .core import GRPOSettings, PerTask, pmap, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
 from .dialogue import strip_terminal
