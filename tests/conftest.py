@@ -36,8 +36,35 @@ def nb_project(tmp_path_factory) -> Path:
     "One copy shared by the notebook tests, which hand artifacts to each other in run order."
     return copy_project(tmp_path_factory.mktemp("nbtest") / "proj")
 
+_SMOKE = {}   # the background smoke reproduction: project, process, log files
+
+def pytest_collection_modifyitems(session, config, items):
+    "Start the smoke reproduction as soon as a collected test needs it, so that it runs beside the tests before that one."
+    if _SMOKE or not any("smoke_reproduction" in getattr(it, "fixturenames", ()) for it in items): return
+    import tempfile
+    root = Path(tempfile.mkdtemp(prefix="calirl-smoke-"))
+    proj = copy_project(root / "proj")
+    out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
+    proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", "smoke"], cwd=proj, stdout=out, stderr=err, text=True)
+    _SMOKE.update(root=root, proj=proj, proc=proc, out=out, err=err)
+
+def pytest_sessionfinish(session, exitstatus):
+    "Stop a smoke reproduction no test waited for, and remove its folder."
+    if not _SMOKE: return
+    if _SMOKE["proc"].poll() is None:
+        _SMOKE["proc"].kill()
+        _SMOKE["proc"].wait()
+    _SMOKE["out"].close()
+    _SMOKE["err"].close()
+    shutil.rmtree(_SMOKE["root"], ignore_errors=True)
+
 @pytest.fixture(scope="session")
-def smoke_reproduction(tmp_path_factory):
-    "One real `calirl reproduce --profile smoke` of the whole pipeline, shared by the tests that inspect it."
-    proj = copy_project(tmp_path_factory.mktemp("repro") / "proj")
-    return proj, calirl("reproduce", "--profile", "smoke", cwd=proj, timeout=900)
+def smoke_reproduction():
+    "One real `calirl reproduce --profile smoke` of the whole pipeline, started in the background at collection and shared by the tests that inspect it."
+    proc = _SMOKE["proc"]
+    try: proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("calirl reproduce --profile smoke took over 900 s")
+    read = lambda f: (f.seek(0), f.read())[1]
+    return _SMOKE["proj"], subprocess.CompletedProcess(proc.args, proc.returncode, read(_SMOKE["out"]), read(_SMOKE["err"]))
