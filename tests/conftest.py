@@ -39,8 +39,10 @@ def nb_project(tmp_path_factory) -> Path:
 _SMOKE = {}   # the background smoke reproduction: project, process, log files
 
 def pytest_collection_modifyitems(session, config, items):
-    "Start the smoke reproduction as soon as a collected test needs it, so that it runs beside the tests before that one."
-    if _SMOKE or not any("smoke_reproduction" in getattr(it, "fixturenames", ()) for it in items): return
+    "Start the smoke reproduction as soon as a collected test needs it and run the tests that read it last, so that it runs beside all the others."
+    needs = lambda it: "smoke_reproduction" in getattr(it, "fixturenames", ())
+    items[:] = [it for it in items if not needs(it)] + [it for it in items if needs(it)]   # stable: each group keeps its order
+    if _SMOKE or not any(map(needs, items)): return
     import tempfile
     root = Path(tempfile.mkdtemp(prefix="calirl-smoke-"))
     proj = copy_project(root / "proj")
