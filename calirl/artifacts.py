@@ -100,13 +100,14 @@ def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_CO
     "A TRL reward function on reward path `path` ('judge' or 'verdict'); logs episode metrics and the judge's return."
     from calirl.grpo import episode_metrics
     if path not in REWARD_PATHS: raise ValueError(f"unknown reward path {path!r}; valid: {', '.join(REWARD_PATHS)}")
-    def reward_fn(prompts, completions, item_id, messages, user_acts, log_metric=None, **kw) -> list:
-        J = [task_reward(items[i], m).value if any(x["role"] == "assistant" for x in m) else None for i, m in zip(item_id, messages)]
+    def reward_fn(prompts, completions, item_id, messages, user_acts, termination, log_metric=None, **kw) -> list:
+        J = [task_reward(items[i], m, termination=e).value if any(x["role"] == "assistant" for x in m) else None
+             for i, m, e in zip(item_id, messages, termination)]
         R = J if path == "judge" else [None if j is None else verdict_return(items[i], m, a, turn_cost)
                                        for j, i, m, a in zip(J, item_id, messages, user_acts)]
         if log_metric is not None:
             ok = [j for j in J if j is not None]
-            for k, v in {**episode_metrics(items, R, item_id, messages, user_acts, **kw), "ablation/judge": np.mean(ok) if ok else math.nan}.items():
+            for k, v in {**episode_metrics(items, R, item_id, messages, user_acts, termination=termination, **kw), "ablation/judge": np.mean(ok) if ok else math.nan}.items():
                 if not math.isnan(v): log_metric(k, float(v))
         return R
     reward_fn.__name__ = f"{path}_reward"

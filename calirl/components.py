@@ -126,7 +126,7 @@ ROLES = {   # role -> the profile keys it reads
     "oracle": ("oracle_model", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
     "evaluation": ("eval_backend", "oracle_model", "openai_base_url", "max_new_tokens", "eval_temperature"),
     "naive": ("naive_simulator", "simulator_model", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
-    "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
+    "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "sim_temperature", "seed"),
 }
 JUDGE_KEYS = ("judge_model", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype")
 _MISSING = object()
@@ -173,7 +173,7 @@ def _calibrated(k:dict, run_dir) -> dict:
     from calirl.core import phase2_simulator_path
     if run_dir is None: raise ComponentError("the calibrated user is a model of the run: pass `run_dir`")
     return dict(kind="lm-simulator", source=phase2_simulator_path(run_dir, k["phase2_simulator"]), backend=k["simulator_backend"],
-                device=k["device"], dtype=k["dtype"], max_new_tokens=k["max_new_tokens"], temperature=1.0, name="lm-simulator", seed=k["seed"])
+                device=k["device"], dtype=k["dtype"], max_new_tokens=k["max_new_tokens"], temperature=k["sim_temperature"], name="lm-simulator", seed=k["seed"])
 
 _RESOLVE = {"oracle": _oracle, "evaluation": _evaluation, "naive": _naive, "calibrated": _calibrated}
 

@@ -71,6 +71,7 @@ class Profile:
     n_eval_items: int = _key("held-out evaluation items per task (paper: 200)", lo=1, hi=MANY)
     n_oracle_math: int = _key("oracle trajectories for simulator SFT on math-chat (paper: 1,860)", lo=1, hi=MANY)
     n_oracle_docedit: int = _key("oracle trajectories for simulator SFT on docedit-chat (paper: 16,028)", lo=1, hi=MANY)
+    oracle_ask_share: float = _key("share of oracle traces in which a policy that asks (04c's PerfectAsker) talks to the oracle, so the traces show reveals and acceptances (tiny world only)", lo=0, hi=1)
     max_len_math: int = _key("max tokens of a math-chat training sequence (paper: 4,096)", lo=16, hi=131_072)
     max_len_docedit: int = _key("max tokens of a docedit-chat training sequence (paper: 6,144)", lo=16, hi=131_072)
     max_new_tokens: int = _key("max new tokens per generated message", lo=1, hi=32_768)
@@ -80,9 +81,13 @@ class Profile:
     base_slip: float = _key("how often the scripted demonstrations slip when answering", lo=0, hi=1)
     base_epochs: int = _key("SFT epochs of the tiny base policy", lo=1, hi=1000)
     base_lr: float = _key("SFT learning rate of the tiny base policy", gt=0, hi=1)
+    base_demos_math: int = _key("scripted math-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
+    base_demos_docedit: int = _key("scripted docedit-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
+    min_headroom: float = _key("04c stops unless asking pays: a perfect asker beats the base policy by this much on every task and asking earns a positive GRPO advantage (negative: report only)", lo=-1, hi=1)
     # Phase I: simulator SFT
     sft_epochs: int = _key("Phase I SFT epochs", lo=1, hi=1000)
     sft_lr: float = _key("Phase I SFT learning rate", gt=0, hi=1)
+    sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
     sft_batch_size: int = _key("Phase I SFT per-device batch size", lo=1, hi=65_536)
     sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")
     # DIAL

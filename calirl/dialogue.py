@@ -163,7 +163,7 @@ class Conversation:
     sample: int = 0                                   # index within the item's group of G
     messages: list = field(default_factory=list)      # [{"role", "content"}], user first
     user_acts: list = field(default_factory=list)     # per user message, the acts its user model reports
-    termination: str = ""                             # terminated | max_rounds | context_overflow | user_ended_at_open
+    termination: str = ""                             # terminated | max_rounds | context_overflow | user_ended_at_open | policy_truncated
     issues: list = field(default_factory=list)        # empty_policy_turn, policy_terminal, policy_truncated, …
     reward: float | None = None                       # None = not scored or unscorable
     reward_status: str = ""
@@ -260,7 +260,7 @@ def take_turns(user, assistant, items:list[TaskItem], convs:list[Conversation], 
             if text is None: continue                     # the assistant could not speak and said why in `termination`
             convs[i].say("assistant", text)
             added[i] += 1
-            if added[i] >= turns[i]: convs[i].termination = "max_rounds"
+            if added[i] >= turns[i] and not convs[i].termination: convs[i].termination = "max_rounds"   # the assistant may have ended it
         live = [i for i in live if not convs[i].termination]
         rnd += 1
     return convs

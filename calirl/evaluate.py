@@ -33,7 +33,7 @@ def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFram
     rows = []
     for t in trajs:
         it = items[t.item_id]
-        s = task_reward(it, t.messages, judge=judge)
+        s = task_reward(it, t.messages, judge=judge, termination=t.termination)
         first = next((m["content"] for m in t.messages if m["role"] == "assistant"), "")
         row = dict(item_id=t.item_id, task=t.task, score=s.value, score_status=s.status, policy_tokens=t.n_policy_tokens,
                    turns=t.n_policy_turns, asks_first=asks(it, first),

@@ -9,7 +9,8 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 __all__ = ['CURVES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch', 'TrainerVLLM',
            'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics', 'transcript_reward',
            'static_prompts', 'single_turn_reward', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo',
-           'step_log', 'interleave', 'Variant', 'train_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
+           'step_log', 'interleave', 'schedule', 'Variant', 'train_variant', 'curves_frame', 'plot_curves',
+           'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, re, tempfile, time
@@ -214,18 +215,18 @@ def episode_metrics(items:dict[str, TaskItem], R:list, item_id:list, messages:li
            "episode/policy_issue": _mean([bool(x) for x in issues]),
            "probe/leak": _mean([f["leak"] for f in won]), "probe/accept_wrong": _mean([f["accept_wrong"] for f in won]),
            "probe/accept_wrong_all": _mean([f["accept_wrong"] for f in flags])}
-    for why in ("terminated", "max_rounds", "context_overflow", "user_ended_at_open"):
+    for why in ("terminated", "max_rounds", "context_overflow", "user_ended_at_open", "policy_truncated"):
         out[f"termination/{why}"] = _mean([t == why for t in termination])
     return out
 
 # %% ../nbs/09_grpo.ipynb #700f833e
 def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     "A TRL reward function: the task reward of each episode's structured transcript (None if unscorable)."
-    def task_reward_fn(prompts, completions, item_id, messages, log_metric=None, **kw) -> list:
-        R = [task_reward(items[i], m, judge).value if any(x["role"] == "assistant" for x in m) else None   # policy never spoke
-             for i, m in zip(item_id, messages)]
+    def task_reward_fn(prompts, completions, item_id, messages, termination, log_metric=None, **kw) -> list:
+        R = [task_reward(items[i], m, judge, termination=e).value if any(x["role"] == "assistant" for x in m) else None   # policy never spoke
+             for i, m, e in zip(item_id, messages, termination)]
         if log_metric is not None:
-            for k, v in episode_metrics(items, R, item_id, messages, **kw).items():
+            for k, v in episode_metrics(items, R, item_id, messages, termination=termination, **kw).items():
                 if not math.isnan(v): log_metric(k, float(v))
         return R
     task_reward_fn.__name__ = "task_reward"
@@ -241,12 +242,14 @@ def static_prompts(trajs:list[Conversation], items:dict[str, TaskItem]) -> list[
     return rows
 
 # %% ../nbs/09_grpo.ipynb #cde22304
-def single_turn_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
-    "A TRL reward function for one assistant turn: the task reward of what it commits (0 if nothing)."
-    def task_reward_fn(prompts, completions, item_id, log_metric=None, **kw) -> list:
+def single_turn_reward(items:dict[str, TaskItem], judge="verifier", end_ids:set|None=None) -> Callable:
+    "A TRL reward function for one assistant turn: the task reward of what it commits (0 if nothing, or if it does not end in `end_ids`)."
+    def task_reward_fn(prompts, completions, item_id, completion_ids=None, log_metric=None, **kw) -> list:
         msgs = [[c[-1]] if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
-        R = [task_reward(items[i], m, judge).value for i, m in zip(item_id, msgs)]
+        cut = [bool(end_ids) and ids is not None and (not ids or ids[-1] not in end_ids) for ids in (completion_ids or [None] * len(msgs))]
+        R = [task_reward(items[i], m, judge, termination="policy_truncated" if c else "").value for i, m, c in zip(item_id, msgs, cut)]
         if log_metric is not None:
+            log_metric("termination/policy_truncated", _mean(cut))
             log_metric("episode/turns", 1.0)
             log_metric("episode/unscorable", _mean([r is None for r in R]))
             log_metric("episode/no_answer", _mean([committed(items[i], m[0]["content"]) is None for i, m in zip(item_id, msgs)]))
@@ -342,6 +345,22 @@ def interleave(rows:list[dict], key:str="task", seed:int=0) -> list[dict]:
         out += [q[k % len(q)] for q in queues]                    # shorter tasks wrap around
     return out
 
+# %% ../nbs/09_grpo.ipynb #4d6caa29
+def schedule(rows:list[dict], steps:dict[str, int], per_step:int, key:str="task", seed:int=0) -> list[dict]:
+    "`per_step × sum(steps)` rows: `per_step × steps[t]` of each task `t` (its rows in a seeded order, cycled), spread evenly."
+    import random
+    by = {}
+    for r in rows: by.setdefault(r[key], []).append(r)
+    empty = [t for t, n in steps.items() if n > 0 and not by.get(t)]
+    if empty: raise ValueError(f"no training prompts for {empty}, which have a step budget")
+    keyed = []
+    for j, (t, n) in enumerate(steps.items()):
+        q = list(by.get(t, []))
+        random.Random(f"{seed}|{t}").shuffle(q)
+        m = n * per_step
+        keyed += [((k + 0.5) / m, j, q[k % len(q)]) for k in range(m)]   # the k-th of m, at the middle of its share
+    return [r for *_, r in sorted(keyed, key=lambda x: x[:2])]
+
 # %% ../nbs/09_grpo.ipynb #1b2589ee
 @dataclass(frozen=True)
 class Variant:
@@ -367,7 +386,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
     model, tok = load_model(v.base_path, device=v.settings.device, dtype=v.settings.dtype)
     cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings)
     if v.user is None:
-        reward, rollout_func = single_turn_reward(v.items, judge), None
+        reward, rollout_func = single_turn_reward(v.items, judge, {tok.eos_token_id, tok.pad_token_id}), None
     else:
         reward = transcript_reward(v.items, judge)
         rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)
@@ -378,7 +397,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
 
 # %% ../nbs/09_grpo.ipynb #48bf15bd
 CURVES = {"reward": "reward", "completions/mean_length": "policy tokens / episode", "episode/turns": "policy turns / episode",
-          "clip_ratio/region_mean": "clip fraction", "termination/max_rounds": "share ended at the turn cap",
+          "clip_ratio/region_mean": "clip fraction", "termination/max_rounds": "share ended at the turn cap", "termination/policy_truncated": "share cut off at the token limit (scored 0)",
           "episode/no_answer": "share with no committed answer", "frac_reward_zero_std": "frac_reward_zero_std",
           "probe/leak": "probe: rewarded after a leak", "probe/accept_wrong_all": "probe: ended accepting a wrong answer"}
 
@@ -391,13 +410,15 @@ def curves_frame(logs:dict[str, list[dict]]) -> pd.DataFrame:
 def plot_curves(df:pd.DataFrame, smooth:int=1):
     "One figure, a panel per metric, a line per variant (rolling mean over `smooth` steps)."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(3, 3, figsize=(13, 9), sharex=True)
+    rows = -(-len(CURVES) // 4)
+    fig, axes = plt.subplots(rows, 4, figsize=(17, 3 * rows), sharex=True)
+    for ax in axes.flat[len(CURVES):]: ax.axis("off")
     for ax, (k, title) in zip(axes.flat, CURVES.items()):
         for v, d in df[df.metric == k].groupby("variant", sort=False):
             ax.plot(d.step, d.value.rolling(smooth, min_periods=1).mean(), label=v)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    for ax in axes[-1]: ax.set_xlabel("GRPO step")
+    for ax in axes.flat[len(CURVES) - 4:len(CURVES)]: ax.set_xlabel("GRPO step")
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -208,7 +208,7 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
     pol, sim, ora = P(prof.policy_model), P(prof.simulator_model), P(prof.oracle_model, 22e9)
     ep = prof.H * 2 * prof.max_new_tokens / 2                                   # tokens per conversation
     n_tr = prof.n_oracle_math + prof.n_oracle_docedit
-    steps = max(prof.grpo_steps_math, prof.grpo_steps_docedit) * len(prof.tasks)
+    steps = sum(getattr(prof, f"grpo_steps_{t.split('-')[0]}") for t in prof.tasks)      # 09_grpo trains each task for its own steps
     flops = {
         "06_simulator_sft": n_tr * ep * (2 * pol + 2 * ora) + 6 * sim * n_tr * ep * prof.sft_epochs,
         "07_dial": prof.dial_iterations * (2 * prof.dial_sessions * ep * (2 * pol + 2 * sim) + 6 * sim * 2 * prof.dial_sessions * ep * prof.disc_epochs

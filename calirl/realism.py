@@ -10,8 +10,9 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'normalize', 'wor
            'minilm_embed', 'mauve_runs', 'mauve_score', 'mauve_mean_std', 'category_counts', 'lsm', 'lsm_resampled',
            'session_lsm', 'withheld_facts', 'stated_facts', 'new_facts', 'text_state', 'keyed', 'has_cue',
            'assistant_asked', 'is_leak', 'user_act', 'act_label', 'TextAssistant', 'dialogues_with', 'replies',
-           'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks', 'goal_leak_rate', 'termination_stats',
-           'history_prefixes', 'next_act_samples', 'act_distributions', 'delta_hat', 'realism_report']
+           'right_reveal_rate', 'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks', 'goal_leak_rate',
+           'termination_stats', 'history_prefixes', 'next_act_samples', 'act_distributions', 'delta_hat',
+           'realism_report']
 
 # %% ../nbs/08_realism.ipynb #573699b0
 import os, random, re, sys, time
@@ -311,6 +312,17 @@ def replies(dialogues:list[Conversation], items:list[TaskItem]) -> list[tuple]:
             u += 1
     return out
 
+# %% ../nbs/08_realism.ipynb #07fa030f
+def right_reveal_rate(dialogues:list[Conversation], items:list[TaskItem]) -> float:
+    "Of the user replies to an assistant question while something was still withheld, the share that state a withheld fact."
+    ok = n = 0
+    for it, chat, text, _ in replies(dialogues, items):
+        st = text_state(it, chat)
+        if "?" in chat[-1]["content"] and any(f not in st["revealed"] for f in st["hidden"]):
+            n += 1
+            ok += any(f != "answer" for f in new_facts(it, chat, text))
+    return ok / n if n else float("nan")
+
 # %% ../nbs/08_realism.ipynb #0d4e96a7
 _QUESTION = {"math-chat": "can you tell me the missing number ?", "docedit-chat": "what should i change ?"}
 
@@ -408,7 +420,7 @@ def _texts(dialogues:list[Conversation]) -> list[str]:
 def _mean_reward(dialogues:list[Conversation], items:list[TaskItem]) -> float:
     "Mean task reward of `dialogues` (unscorable ones left out)."
     by_id = {it.item_id: it for it in items}
-    v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages)).value is not None]
+    v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages, termination=d.termination)).value is not None]
     return float(np.mean(v)) if v else float("nan")
 
 # %% ../nbs/08_realism.ipynb #45c90517
@@ -467,7 +479,7 @@ def realism_report(users:dict,                        # name -> user model (`res
             sycophancy=sycophancy_rate(syc), goal_leak=goal_leak_rate(D, items),
             terminated=term["terminated"], turn_cap=term["turn_cap"], mean_end_turn=term["mean_end_turn"],
             **{f"end_at_{t}": v for t, v in enumerate(term["end_turn_hist"])},
-            act_agreement=float(np.mean(agree)) if agree else float("nan"), J=J, J_gap=abs(J - J_real),
+            act_agreement=float(np.mean(agree)) if agree else float("nan"), right_reveal=right_reveal_rate(D, items), J=J, J_gap=abs(J - J_real),
             **{f"delta_{t}": float(v) for t, v in enumerate(dh)}, delta_mean=float(dh.mean()),
             bound_32=bound_32_H2(dh, R_max))
         log(f"{name}: metrics in {time.time() - t0:.1f} s")

@@ -135,8 +135,9 @@ def _last_assistant(messages:list) -> str | None:
         if m["role"] == "assistant": return m["content"]
     return None
 
-def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu") -> Score:
-    "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document."
+def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu", termination:str="") -> Score:
+    "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document; 0 if a policy turn was cut off."
+    if termination == "policy_truncated": return Score(0.0, "policy_truncated")
     with timed("scoring"): return _task_reward(item, messages, judge, metric)
 
 def _task_reward(item:TaskItem, messages:list, judge:str|Callable, metric:str) -> Score:

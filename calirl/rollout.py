@@ -90,7 +90,9 @@ class PolicySpeaker:
         text = self.stats.add(parse_policy(out.text)).message if self.policy_format == "json" else out.text
         if not text.strip(): c.issues.append("empty_policy_turn")
         if has_terminal(text): c.issues.append("policy_terminal")
-        if out.finish_reason == "length": c.issues.append("policy_truncated")
+        if out.finish_reason == "length":
+            c.issues.append("policy_truncated")
+            c.termination = "policy_truncated"           # the episode ends here and scores 0 (`task_reward`)
         return text
 
     def speak(self, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str | None]:
@@ -137,7 +139,11 @@ class TextPolicy:
         if not ok: return [None] * len(convs)
         outs = self.policy.generate([prompts[k] for k in ok], self.max_new_tokens, self.temperature, seed=self.seed * 1009 + rnd)
         texts = [None] * len(convs)
-        for k, o in zip(ok, outs): texts[k] = o.text
+        for k, o in zip(ok, outs):
+            texts[k] = o.text
+            if o.finish_reason == "length":             # the same rule as `PolicySpeaker`: a cut-off turn ends the episode
+                convs[k].issues.append("policy_truncated")
+                convs[k].termination = "policy_truncated"
         return texts
 
 # %% ../nbs/05_rollout.ipynb #daa9e538

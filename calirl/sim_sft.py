@@ -15,9 +15,15 @@ from .rollout import rollout, simulator_context
 from .models import build_tiny_model, load_model, with_role
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
-def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0):
-    "Conversations of `policy` with the `oracle` user on `items` (one each)."
-    return rollout(policy, tok, oracle, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,
+                  ask_share:float=0.0, max_len:int|None=None):
+    "Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the `PerfectAsker` around `policy`, the rest with `policy` alone."
+    from calirl.base_policy import PerfectAsker
+    from calirl.dialogue import converse
+    from calirl.rollout import TextPolicy
+    k = round(len(items) * ask_share)
+    asked = converse(oracle, PerfectAsker(TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len)), items[:k], H, seed) if k else []
+    return asked + rollout(policy, tok, oracle, items[k:], G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, max_len=max_len)
 
 # %% ../nbs/06_simulator_sft.ipynb #58d676f2
 def simulator_sft_example(item:TaskItem, messages:list[dict]) -> list[dict]:

@@ -324,7 +324,7 @@ def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
     from calirl.rewards import task_reward
     from calirl.dialogue import converse
     by_id = {it.item_id: it for it in items}
-    return [(d.item_id, d.task, d.messages, d.user_acts, task_reward(by_id[d.item_id], d.messages, judge).value)
+    return [(d.item_id, d.task, d.messages, d.user_acts, task_reward(by_id[d.item_id], d.messages, judge, termination=d.termination).value)
             for d in converse(user, assistant, items, H, seed)]
 
 # %% ../nbs/12_validity.ipynb #b83489cc
