@@ -95,7 +95,8 @@ def table2(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
 
 # %% ../nbs/10_evaluate.ipynb #b3cff4ce
 COMPARISONS = [(m, "Base") for m in METHODS if m != "Base"] + [("Calibrated Interactive", "Naive Interactive"),
-                                                               ("Naive Interactive", "Static Context")]
+                                                               ("Naive Interactive", "Static Context"),
+                                                               ("Calibrated Interactive", "Static Context")]
 
 def paired_diffs(results:pd.DataFrame, a:str, b:str, task:str) -> np.ndarray:
     "Per held-out item of `task` that both scored: method `a`'s score minus `b`'s (×100), each averaged over seeds."
