@@ -100,7 +100,8 @@ def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_CO
     "A TRL reward function on reward path `path` ('judge' or 'verdict'); logs episode metrics and the judge's return."
     from calirl.grpo import episode_metrics
     if path not in REWARD_PATHS: raise ValueError(f"unknown reward path {path!r}; valid: {', '.join(REWARD_PATHS)}")
-    def reward_fn(prompts, completions, item_id, messages, user_acts, termination, log_metric=None, **kw) -> list:
+    def reward_fn(prompts, completions, item_id, messages, user_acts, termination=None, log_metric=None, **kw) -> list:
+        termination = termination or [""] * len(item_id)
         J = [task_reward(items[i], m, termination=e).value if any(x["role"] == "assistant" for x in m) else None
              for i, m, e in zip(item_id, messages, termination)]
         R = J if path == "judge" else [None if j is None else verdict_return(items[i], m, a, turn_cost)

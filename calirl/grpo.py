@@ -222,7 +222,8 @@ def episode_metrics(items:dict[str, TaskItem], R:list, item_id:list, messages:li
 # %% ../nbs/09_grpo.ipynb #700f833e
 def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     "A TRL reward function: the task reward of each episode's structured transcript (None if unscorable)."
-    def task_reward_fn(prompts, completions, item_id, messages, termination, log_metric=None, **kw) -> list:
+    def task_reward_fn(prompts, completions, item_id, messages, termination=None, log_metric=None, **kw) -> list:
+        termination = termination or [""] * len(item_id)
         R = [task_reward(items[i], m, judge, termination=e).value if any(x["role"] == "assistant" for x in m) else None   # policy never spoke
              for i, m, e in zip(item_id, messages, termination)]
         if log_metric is not None:

@@ -61,7 +61,7 @@ SAY = {
     "reveal_b_sub": ["{name} gives away {b} .", "{b} are given away .", "{name} gives {b} away ."],
     "reveal_b_mul": ["each box has {b} {obj} .", "{b} in each box .", "there are {b} {obj} per box ."],
     "reveal_draft": ["here it is : {doc}", "the note is : {doc}", "this is it : {doc}"],
-    "reveal_edit": ["the {noun} should be {adj} .", "make the {noun} {adj} .", "i want the {noun} to be {adj} ."],
+    "reveal_edit": ["it should say the {noun} is {adj} .", "change it to the {noun} is {adj} .", "please make it the {noun} is {adj} ."],
     "nothing_left": ["i told you everything i know .", "that is all i have .", "nothing else , sorry ."],
     "deflect": ["hmm , i am not sure .", "i do not know , can you just do it ?", "not sure what you mean ."],
     "reject": ["no , that is not right .", "that is wrong .", "hmm , i do not think so ."],
