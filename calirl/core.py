@@ -81,6 +81,7 @@ class Profile:
     base_slip: float = _key("how often the scripted demonstrations slip when answering", lo=0, hi=1)
     base_epochs: int = _key("SFT epochs of the tiny base policy", lo=1, hi=1000)
     base_lr: float = _key("SFT learning rate of the tiny base policy", gt=0, hi=1)
+    base_batch_size: int = _key("SFT batch size of the tiny base policy", lo=1, hi=MANY)
     base_demos_math: int = _key("scripted math-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
     base_demos_docedit: int = _key("scripted docedit-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
     min_headroom: float = _key("04c stops unless asking pays: a perfect asker beats the base policy by this much on every task and asking earns a positive GRPO advantage (negative: report only)", lo=-1, hi=1)
