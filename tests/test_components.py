@@ -37,7 +37,7 @@ def test_each_profile_resolves_each_role_to_the_component_it_names(name, run_dir
     specs = {**{r: C.user_spec(r, prof, run_dir) for r in C.ROLES}, "judge": C.judge_spec(prof)}
     assert {r: (s["kind"], s.get("model")) for r, s in specs.items()} == EXPECTED[name]
     assert specs["calibrated"]["source"] == str(run_dir / "artifacts" / "models" / "simulator_sft")
-    assert (specs["calibrated"]["temperature"], specs["calibrated"]["max_new_tokens"]) == (1.0, prof.max_new_tokens)
+    assert (specs["calibrated"]["temperature"], specs["calibrated"]["max_new_tokens"]) == (prof.sim_temperature, prof.max_new_tokens)
     if name == "paper":
         for r in ("oracle", "evaluation", "judge"):
             assert (specs[r]["backend"], specs[r]["base_url"]) == ("openai", prof.openai_base_url), r
