@@ -82,14 +82,16 @@ def docedit_item(rng:random.Random, item_id:str, n_sents:int=2) -> TaskItem:
 # %% ../nbs/02_tasks.ipynb #41b2ae21
 _MAKERS = {"math-chat": math_item, "docedit-chat": docedit_item}
 
+_SPLITS = {"train": 0, "eval": 10**7, "demo": 2 * 10**7}           # disjoint streams of item seeds
+
 def _item_seed(seed:int, task:str, k:int) -> int:
     return int(hashlib.sha256(f"{seed}|{task}|{k}".encode()).hexdigest()[:12], 16)
 
 def tiny_items(task:str, split:str, n:int, seed:int=0) -> list[TaskItem]:
-    "`n` tiny-world items of `task` for `split` ('train' or 'eval'), deterministic in `seed`."
+    "`n` tiny-world items of `task` for `split` ('train', 'eval', or 'demo': the base policy's demonstrations), deterministic in `seed`."
     if task not in _MAKERS: raise ValueError(f"unknown task {task!r}; choose from {', '.join(_MAKERS)}")
-    if split not in ("train", "eval"): raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-    off = 0 if split == "train" else 10**7
+    if split not in _SPLITS: raise ValueError(f"split must be one of {', '.join(_SPLITS)}, got {split!r}")
+    off = _SPLITS[split]
     return [_MAKERS[task](random.Random(_item_seed(seed, task, off + k)), f"{task[:4]}-{split}-{k}") for k in range(n)]
 
 # %% ../nbs/02_tasks.ipynb #57b063a4
