@@ -9,7 +9,7 @@ __all__ = ['demonstrations', 'PerfectAsker', 'headroom', 'ask_advantage', 'world
 # %% ../nbs/04c_base_policy.ipynb #4c7df734
 from dataclasses import dataclass
 import numpy as np
-from .tasks import TaskItem, tiny_items, TASKS
+from .tasks import TaskItem, tiny_items
 from .dialogue import asks, converse, turn_rng
 from .users import ScriptedAssistant, scripted_human, world_corpus
 
