@@ -77,6 +77,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'calirl.base_policy.PerfectAsker.speak': ( 'base_policy.html#perfectasker.speak',
                                                                                'calirl/base_policy.py'),
                                     'calirl.base_policy._asks_first': ('base_policy.html#_asks_first', 'calirl/base_policy.py'),
+                                    'calirl.base_policy._scores': ('base_policy.html#_scores', 'calirl/base_policy.py'),
                                     'calirl.base_policy._success': ('base_policy.html#_success', 'calirl/base_policy.py'),
                                     'calirl.base_policy.ask_advantage': ('base_policy.html#ask_advantage', 'calirl/base_policy.py'),
                                     'calirl.base_policy.demonstrations': ('base_policy.html#demonstrations', 'calirl/base_policy.py'),

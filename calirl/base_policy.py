@@ -42,11 +42,15 @@ class PerfectAsker:
         return out
 
 # %% ../nbs/04c_base_policy.ipynb #8af72c49
-def _success(items:list[TaskItem], convs:list) -> float:
-    "Mean task reward of conversations (a cut-off turn scores 0)."
+def _scores(items:list[TaskItem], convs:list) -> np.ndarray:
+    "Task reward of each conversation (a cut-off turn scores 0, an unscorable one 0)."
     from calirl.rewards import task_reward
     by = {it.item_id: it for it in items}
-    return float(np.mean([task_reward(by[c.item_id], c.messages, termination=c.termination).value or 0.0 for c in convs]))
+    return np.array([task_reward(by[c.item_id], c.messages, termination=c.termination).value or 0.0 for c in convs])
+
+def _success(items:list[TaskItem], convs:list) -> float:
+    "Mean task reward of conversations."
+    return float(_scores(items, convs).mean())
 
 def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
     "Success of the base policy and of the `PerfectAsker` around it against the scripted human, on `items` (one task)."
@@ -56,12 +60,12 @@ def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temper
     base = converse(scripted_human(), PolicySpeaker(be, tok, max_new_tokens, temperature, 1.0, seed, max_len), items, H, seed)
     asker = converse(scripted_human(), PerfectAsker(TextPolicy(be, tok, max_new_tokens, temperature, seed, max_len)), items, H, seed)
     b, p = _success(items, base), _success(items, asker)
-    return dict(base=b, perfect_asker=p, headroom=p - b, base_asks_first=float(np.mean([_asks_first(items, c) for c in base])))
+    return dict(base=b, perfect_asker=p, headroom=p - b, base_asks_first=float(np.mean(_asks_first(items, base))))
 
-def _asks_first(items:list[TaskItem], c) -> bool:
-    "Whether `c`'s first assistant message is a question."
-    it = next(i for i in items if i.item_id == c.item_id)
-    return asks(it, next((m["content"] for m in c.messages if m["role"] == "assistant"), ""))
+def _asks_first(items:list[TaskItem], convs:list) -> np.ndarray:
+    "Whether each conversation's first assistant message is a question."
+    by = {it.item_id: it for it in items}
+    return np.array([asks(by[c.item_id], next((m["content"] for m in c.messages if m["role"] == "assistant"), "")) for c in convs])
 
 # %% ../nbs/04c_base_policy.ipynb #ea5c91c7
 def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
@@ -69,11 +73,9 @@ def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens
     from calirl.backends import HFBackend
     from calirl.rollout import PolicySpeaker
     convs = converse(scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, max_new_tokens, temperature, 1.0, seed, max_len), items, H, seed, G)
-    by = {it.item_id: it for it in items}
-    from calirl.rewards import task_reward
-    R = np.array([task_reward(by[c.item_id], c.messages, termination=c.termination).value or 0.0 for c in convs]).reshape(-1, G)
+    R = _scores(items, convs).reshape(-1, G)
     A = ((R - R.mean(1, keepdims=True)) / (R.std(1, ddof=1, keepdims=True) + 1e-4)).ravel()
-    ask = np.array([_asks_first(items, c) for c in convs])
+    ask = _asks_first(items, convs)
     nan = float("nan")
     return dict(asks_first=float(ask.mean()), R_ask=float(R.ravel()[ask].mean()) if ask.any() else nan,
                 R_other=float(R.ravel()[~ask].mean()) if (~ask).any() else nan,
