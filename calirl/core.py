@@ -113,6 +113,7 @@ class Profile:
     kl_beta: float = _key("KL coefficient β (paper: 0)", lo=0)
     grpo_steps_math: int = _key("GRPO steps on math-chat (paper: 10)", lo=0, hi=MANY)
     grpo_steps_docedit: int = _key("GRPO steps on docedit-chat (paper: 20)", lo=0, hi=MANY)
+    train_runs: int = _key("GRPO training runs of each of 09's variants, with seeds `seed`, `seed` + 1, …: Table 2 reports the first, 10 every run in a table of its own (the paper: one)", lo=1, hi=100)
     train_temperature: float = _key("sampling temperature of training rollouts (0: greedy)", lo=0)
     # evaluation
     eval_temperature: float = _key("sampling temperature at evaluation (paper: 0.8; 0: greedy)", lo=0)
@@ -507,6 +508,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "policy_static": ("models/policy_static", "09_grpo"),
     "grpo_logs": ("metrics/grpo_logs.json", "09_grpo"),
     "policy_oracle": ("models/policy_oracle", "09_grpo"),
+    "policies_by_seed": ("models/by_seed", "09_grpo"),      # <variant>-seed<s>/ for each training run after the first
     "policy_collabllm": ("models/policy_collabllm", "09a_collabllm"),
     "collabllm_pairs": ("data/collabllm_pairs.parquet", "09a_collabllm"),
     "eval_results": ("eval/results.parquet", "10_evaluate"),

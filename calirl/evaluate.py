@@ -6,7 +6,7 @@ and their average, mean ± std over seeds — Table 2, regenerated."""
 
 # %% auto #0
 __all__ = ['METHODS', 'COMPARISONS', 'score_conversations', 'evaluate_policy', 'EvalJob', 'evaluate_job', 'table2',
-           'paired_diffs', 'paired_ci', 'table2_paired']
+           'paired_diffs', 'paired_ci', 'table2_paired', 'table2_seeds']
 
 # %% ../nbs/10_evaluate.ipynb #32d4c1cb
 from dataclasses import dataclass
@@ -61,6 +61,7 @@ class EvalJob:
     max_new_tokens: int
     temperature: float
     device: str = "cpu"
+    train_seed: int = 0        # the GRPO training seed of the policy (Table 2's policies: the profile's `seed`)
 
 def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     "Evaluate `j`'s policy on each task: per-conversation rows (with method and seed) and (method, seed, conversation) triples."
@@ -72,7 +73,7 @@ def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     rows, trajs = [], []
     for task, its in j.items.items():
         T, df = evaluate_policy(pol, tok, user, its, j.H, j.max_new_tokens, j.temperature, seed=1000 + j.seed, judge=judge)
-        rows.append(df.assign(method=j.method, seed=j.seed))
+        rows.append(df.assign(method=j.method, seed=j.seed, train_seed=j.train_seed))
         trajs += [(j.method, j.seed, t) for t in T]
     return pd.concat(rows, ignore_index=True), trajs
 
@@ -128,4 +129,18 @@ def table2_paired(results:pd.DataFrame, tasks:list[str], comparisons=None, n_res
             est, lo, hi = paired_ci(samples, n_resamples, seed)
             rows.append(dict(comparison=f"{a} − {b}", task=task, diff=est, ci_low=lo, ci_high=hi,
                              items=sum(len(s) for s in samples), excludes_0=bool(lo > 0 or hi < 0)))
+    return pd.DataFrame(rows)
+
+# %% ../nbs/10_evaluate.ipynb #8f4852cf
+def table2_seeds(results:pd.DataFrame, base:str="Base") -> pd.DataFrame:
+    "Per trained method and task: each training seed's score (×100), their mean ± std, and the gain over `base`."
+    per = results.groupby(["method", "task", "train_seed"]).score.mean().mul(100).reset_index()
+    rows = []
+    for (m, task), d in per[per.method != base].groupby(["method", "task"], sort=False):
+        b = per[(per.method == base) & (per.task == task)].score.mean()
+        gain = d.score - b
+        rows.append({"method": m, "task": task, **{f"seed {s}": v for s, v in zip(d.train_seed, d.score)},
+                     "mean ± std": f"{d.score.mean():.1f} ± {d.score.std(ddof=0):.1f}",
+                     f"gain over {base}": f"{gain.mean():+.1f} ± {gain.std(ddof=0):.1f}",
+                     f"runs above {base}": f"{int((gain > 0).sum())} of {len(d)}"})
     return pd.DataFrame(rows)

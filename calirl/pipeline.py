@@ -213,8 +213,8 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
         "06_simulator_sft": n_tr * ep * (2 * pol + 2 * ora) + 6 * sim * n_tr * ep * prof.sft_epochs,
         "07_dial": prof.dial_iterations * (2 * prof.dial_sessions * ep * (2 * pol + 2 * sim) + 6 * sim * 2 * prof.dial_sessions * ep * prof.disc_epochs
                                           + 2 * sim * prof.dial_sessions * prof.dial_lowest_k * prof.dial_alternatives * prof.max_new_tokens * 2),
-        "09_grpo": 4 * steps * prof.grpo_batch * ep * (2 * pol + 6 * pol + 2 * sim),           # four variants
-        "10_evaluate": 6 * len(prof.eval_seeds) * len(prof.tasks) * prof.n_eval_items * ep * (2 * pol + 2 * ora),
+        "09_grpo": 4 * prof.train_runs * steps * prof.grpo_batch * ep * (2 * pol + 6 * pol + 2 * sim),   # four variants per training run
+        "10_evaluate": (2 + 4 * prof.train_runs) * len(prof.eval_seeds) * len(prof.tasks) * prof.n_eval_items * ep * (2 * pol + 2 * ora),
     }
     out = {k: v / (PEAK_FLOPS * UTILISATION) / 3600 for k, v in flops.items()}
     out["06_sft_only"] = 6 * sim * n_tr * ep * prof.sft_epochs / (PEAK_FLOPS * UTILISATION) / 3600

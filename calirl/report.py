@@ -80,6 +80,9 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
     paired = lambda p: ("Paired differences ×100 over the same held-out items and seeds, percentile-bootstrap 95 % CI over items; "
                         "× marks an interval that excludes 0.\n\n" + paired_wide(pd.read_csv(p)).to_markdown(index=False) + "\n")
     out.append(_section("Which differences are real", fig / "table2_paired.csv", paired))
+    if (fig / "table2_seeds.md").exists():                          # only runs with `train_runs` > 1 write it
+        out.append(_section("Training runs", fig / "table2_seeds.md", lambda p: "Each GRPO variant trained once per seed, "
+                            "evaluated like Table 2 (×100); mean ± std over training runs.\n\n" + p.read_text()))
     shown = [f"![{t}]({n})" for n, t in FIGURES.items() if (fig / n).exists()]
     out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this run.*") + "\n")
     out.append(_section("Time per notebook", fig / "time_profile.md", lambda p: "Seconds, from `calirl reproduce` (this notebook "

@@ -17,7 +17,7 @@ BAD = [  # (key=value, what the one line must say besides the key)
     ("ablation_seeds=", "empty"), ("zoo_steps=", "empty"), ("zoo_noise=", "empty"), ("dose_strengths=", "empty"),
     ("G=100000000000000000000", "out of range"), ("H=1000000", "out of range"), ("grpo_batch=10000000000", "out of range"),
     ("max_len_math=10000000000", "out of range"), ("n_oracle_docedit=10000000000", "out of range"),
-    ("zoo_steps=0, 2", "out of range"),
+    ("zoo_steps=0, 2", "out of range"), ("train_runs=0", "out of range"), ("train_runs=1.5", "integer"),
     ("upstream_run=../x", "runs/"), ("upstream_run=/abs/path", "runs/"), ("upstream_run=tiny/../../etc", "runs/"),
     ("upstream_run=..", "runs/"), ("upstream_run=a\\b", "runs/"),
 ]
@@ -58,7 +58,7 @@ def test_bad_value_in_settings_ini_gets_one_line_and_exit_2(tmp_path, capsys, kv
     (tmp_path / "settings.ini").write_text((ROOT / "settings.ini").read_text() + f"\n[bad]\ninherit = smoke\n{k} = {v}\n")
     _one_line_naming(_in_process(capsys, "reproduce", "--profile", "bad", "--dry-run", "--root", tmp_path), k, needle)
 
-@pytest.mark.parametrize("profile", ["tiny", "smoke", "ablation", "validity", "paper"])
+@pytest.mark.parametrize("profile", ["tiny", "smoke", "ablation", "validity", "seeds", "paper"])
 def test_every_profile_of_the_project_validates(profile):
     r = calirl("reproduce", "--profile", profile, "--dry-run", "--root", ROOT, cwd=ROOT)
     assert r.returncode == 0 and r.stderr == "", r.stderr
