@@ -199,8 +199,9 @@ def artifact_simulator(**kw) -> ScriptedUser:
 
 # %% ../nbs/03_users.ipynb #53c29b15
 def goal_text(item:TaskItem) -> str:
-    "What the simulator is told it wants: the complete request, what the user holds (a tiny docedit item's draft) and, when known, the reference answer."
+    "What the simulator is told it wants: the complete request, what the user holds (a tiny docedit item's draft and the changes it wants) and, when known, the reference answer."
     held = f"\n(my note now reads : {render_doc(item.goal['draft'])})" if item.goal.get("draft") else ""
+    held += f"\n(the changes i want : {render_doc(item.goal['edits'])})" if item.goal.get("edits") else ""
     return f"{item.x}{held}\n(reference answer: {item.y_star})" if item.y_star else item.x + held
 
 # %% ../nbs/03_users.ipynb #5738f425
