@@ -436,6 +436,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.rollout.turn_segment': ('rollout.html#turn_segment', 'calirl/rollout.py')},
             'calirl.sim_sft': { 'calirl.sim_sft.oracle_traces': ('simulator_sft.html#oracle_traces', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.simulator_init': ('simulator_sft.html#simulator_init', 'calirl/sim_sft.py'),
+                                'calirl.sim_sft.simulator_problems': ('simulator_sft.html#simulator_problems', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.simulator_sft_example': ('simulator_sft.html#simulator_sft_example', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.trained_text': ('simulator_sft.html#trained_text', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.write_accelerate_config': ( 'simulator_sft.html#write_accelerate_config',

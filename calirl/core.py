@@ -88,6 +88,7 @@ class Profile:
     # Phase I: simulator SFT
     sft_epochs: int = _key("Phase I SFT epochs", lo=1, hi=1000)
     sft_lr: float = _key("Phase I SFT learning rate", gt=0, hi=1)
+    min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question with a withheld fact at least this fraction as often as the real user, on every task (unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
     sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
     sft_batch_size: int = _key("Phase I SFT per-device batch size", lo=1, hi=65_536)
     sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")

@@ -6,7 +6,7 @@ the user's turns only."""
 
 # %% auto #0
 __all__ = ['ACCELERATE_FSDP', 'oracle_traces', 'simulator_sft_example', 'trained_text', 'write_accelerate_config',
-           'simulator_init']
+           'simulator_init', 'simulator_problems']
 
 # %% ../nbs/06_simulator_sft.ipynb #7558bdb9
 from pathlib import Path
@@ -70,3 +70,13 @@ def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, l
     if simulator_model == "tiny": return build_tiny_model(tok, arch, hidden, layers, role="simulator", seed=seed)
     m, t = load_model(simulator_model, lora={} if lora else None)
     return m, with_role(t, "simulator") if t.chat_template is None else t
+
+# %% ../nbs/06_simulator_sft.ipynb #3ece491a
+def simulator_problems(sweep, temperature:float, min_reveal:float) -> list[str]:
+    "Tasks on which the simulator at `temperature` states a withheld fact less than `min_reveal` times as often as the real user (rows of 06's sweep)."
+    out = []
+    for r in sweep[sweep.temperature == temperature].itertuples():
+        if not r.right_reveal >= min_reveal * r.right_reveal_real:
+            out.append(f"{r.task}: asked while it still withholds something, the simulator states a withheld fact in {r.right_reveal:.1%} "
+                       f"of its replies, the real user in {r.right_reveal_real:.1%} (min_reveal {min_reveal} × the real user's)")
+    return out
