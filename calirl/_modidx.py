@@ -453,6 +453,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'calirl.tasks.math_item': ('tasks.html#math_item', 'calirl/tasks.py'),
                               'calirl.tasks.problem_text': ('tasks.html#problem_text', 'calirl/tasks.py'),
                               'calirl.tasks.render_doc': ('tasks.html#render_doc', 'calirl/tasks.py'),
+                              'calirl.tasks.task_source': ('tasks.html#task_source', 'calirl/tasks.py'),
                               'calirl.tasks.tiny_items': ('tasks.html#tiny_items', 'calirl/tasks.py'),
                               'calirl.tasks.write_collabllm_fixture': ('tasks.html#write_collabllm_fixture', 'calirl/tasks.py')},
             'calirl.theory': { 'calirl.theory.Delta_t': ('theory.html#delta_t', 'calirl/theory.py'),

@@ -49,6 +49,8 @@ class Profile:
     offline: bool = _key("forbid Hugging Face hub downloads (sets HF_HUB_OFFLINE=1 for every notebook)")
     world: str = _key("task source: the synthetic tiny world or CollabLLM's datasets", ("tiny", "collabllm"))
     tasks: list[str] = _key("tasks to run, comma-separated", ("math-chat", "docedit-chat"))
+    data_source: str = _key("world = collabllm: where the items come from — empty for the hub's CollabLLM datasets, or a local folder with <task>.parquet (or a <task>/ folder of Parquet files) per task, in CollabLLM's schema")
+    data_revision: str = _key("world = collabllm: the hub revision (commit, tag or branch) its datasets are read at; empty: the latest")
     # models
     policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id or local path")
     simulator_model: str = _key("user simulator U_θ before Phase I: `tiny` or a hub id or path")

@@ -73,7 +73,10 @@ def notebook_parameters(nb_path:str|Path, prof:Profile, run_dir:str|Path, figure
     if bad: raise PipelineError(f"{Path(nb_path).name}: parameters {', '.join(bad)} are not profile keys; "
                                 "add them to calirl.core.Profile and settings.ini, or move them out of the parameters cell")
     supplied = dict(profile=prof.name, run_dir=str(run_dir), figures_dir=str(figures_dir))
-    return {k: supplied[k] if k in RUNNER_PARAMS else getattr(prof, k) for k in decl}
+    out = {k: supplied[k] if k in RUNNER_PARAMS else getattr(prof, k) for k in decl}
+    if out.get("data_source") and not Path(out["data_source"]).is_absolute():     # relative to the project, not to nbs/
+        out["data_source"] = str(Path(nb_path).resolve().parent.parent / out["data_source"])
+    return out
 
 # %% ../nbs/00a_reproduce.ipynb #5b59d357
 def code_digest(nb_path:str|Path) -> str:

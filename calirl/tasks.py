@@ -6,7 +6,7 @@ the tiny world's seeded **math-chat** and **docedit-chat** generators in which a
 # %% auto #0
 __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB', 'COLLABLLM_COLUMNS', 'TaskItem', 'problem_text',
            'math_answer', 'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
-           'write_collabllm_fixture', 'load_items']
+           'write_collabllm_fixture', 'task_source', 'load_items']
 
 # %% ../nbs/02_tasks.ipynb #2cba951d
 import hashlib, json, random
@@ -99,23 +99,27 @@ COLLABLLM_HUB = {"math-chat": "collabllm/collabllm-multiturn-math-hard", "docedi
 COLLABLLM_COLUMNS = ("prompt", "completion", "conv_id", "turn_id", "score",
                      "single_turn_prompt", "single_turn_completion", "single_turn_metadata")
 
-def _rows(source:str|Path, split:str) -> list[dict]:
-    "Rows of a local Parquet file or of a hub dataset split."
+def _rows(source:str|Path, split:str, revision:str|None=None) -> list[dict]:
+    "Rows of a local Parquet file, of every Parquet file in a local folder, or of a hub dataset split (at `revision`)."
     import datasets
     p = Path(source)
-    if p.suffix == ".parquet" or p.exists():
+    if p.is_dir():
+        files = sorted(str(f) for f in p.rglob("*.parquet"))
+        if not files: raise FileNotFoundError(f"no Parquet files in the folder {p}")
+        ds = datasets.load_dataset("parquet", data_files=files, split="train")
+    elif p.suffix == ".parquet" or p.exists():
         if not p.exists(): raise FileNotFoundError(f"no Parquet file at {p}")
         ds = datasets.load_dataset("parquet", data_files=str(p), split="train")
-    else: ds = datasets.load_dataset(str(source), split=split)
+    else: ds = datasets.load_dataset(str(source), split=split, revision=revision or None)
     missing = [c for c in ("prompt", "conv_id", "single_turn_prompt", "single_turn_completion") if c not in ds.column_names]
     if missing: raise ValueError(f"{source} lacks CollabLLM columns {missing}; it has {ds.column_names}")
     return ds.to_list()
 
 # %% ../nbs/02_tasks.ipynb #13697cb3
-def load_collabllm(source:str|Path, task:str, split:str="train") -> list[TaskItem]:
-    "Task items, one per `conv_id`, from a CollabLLM-schema hub id or Parquet file."
+def load_collabllm(source:str|Path, task:str, split:str="train", revision:str|None=None) -> list[TaskItem]:
+    "Task items, one per `conv_id`, from a CollabLLM-schema hub id (at `revision`), Parquet file or folder of Parquet files."
     convs = {}
-    for r in _rows(source, split):
+    for r in _rows(source, split, revision):
         cid = str(r["conv_id"])
         if cid not in convs or r.get("turn_id", 0) >= convs[cid].get("turn_id", 0): convs[cid] = r
     out = []
@@ -153,10 +157,24 @@ def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
     return save_parquet(rows, path)
 
 # %% ../nbs/02_tasks.ipynb #19f6fcba
-def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:str|Path|None=None) -> tuple[list[TaskItem], list[TaskItem]]:
-    "(train, held-out) items of `task` for `world` ('tiny' or 'collabllm')."
+def task_source(data_source:str|Path, task:str) -> str|Path:
+    "Where `task`'s CollabLLM items live: its hub id when `data_source` is empty, else `<data_source>/<task>.parquet` or `<data_source>/<task>/`."
+    if not str(data_source): return COLLABLLM_HUB[task]
+    root = Path(data_source)
+    if not root.is_dir(): raise FileNotFoundError(f"data_source {root} is not a folder; it should hold {task}.parquet or a {task}/ folder of Parquet files")
+    for p in (root / f"{task}.parquet", root / task):
+        if p.exists(): return p
+    raise FileNotFoundError(f"data_source {root} has neither {task}.parquet nor a {task}/ folder; it has: {', '.join(sorted(q.name for q in root.iterdir())) or 'nothing'}")
+
+def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:str|Path|None=None,
+               revision:str|None=None) -> tuple[list[TaskItem], list[TaskItem]]:
+    "(train, held-out) items of `task` for `world` ('tiny' or 'collabllm'; `source` is the profile's `data_source`)."
     if world == "tiny": return tiny_items(task, "train", n_train, seed), tiny_items(task, "eval", n_eval, seed)
     if world == "collabllm":
-        train, held = heldout_split(load_collabllm(source or COLLABLLM_HUB[task], task), n_eval)
+        src = task_source(source or "", task)
+        train, held = heldout_split(load_collabllm(src, task, revision=revision), n_eval)
+        if len(train) < n_train:
+            raise ValueError(f"{task}: {n_train:,} training items asked for, but {src} has {len(train):,} conversations after "
+                             f"holding out {len(held):,} for evaluation; lower the profile's counts (n_train_items, n_oracle_*) or use a larger source")
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
