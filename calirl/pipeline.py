@@ -300,7 +300,7 @@ def run_environment(root:str|Path, prof:Profile) -> dict[str, str]:
     "Environment variables every notebook of a run of `prof` gets."
     cache = Path(root).resolve() / "runs" / ".cache"
     env = dict(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               HF_HOME=str(cache / "huggingface"), MPLCONFIGDIR=str(cache / "matplotlib"),
+               MPLCONFIGDIR=str(cache / "matplotlib"),
                MPLBACKEND="Agg", TRL_EXPERIMENTAL_SILENCE="1", TOKENIZERS_PARALLELISM="false")
     if prof.offline: env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if prof.device == "cpu": env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
