@@ -6,8 +6,9 @@ status — never an exception."""
 
 # %% auto #0
 __all__ = ['TASK_DESCRIPTIONS', 'USER_SIMULATOR_PROMPT', 'POLICY_SYSTEM_PROMPT', 'JUDGE_PROMPT', 'MAX_PARSE_CHARS', 'USER_FIELDS',
-           'POLICY_FIELDS', 'JUDGE_FIELDS', 'format_history', 'user_simulator_prompt', 'policy_system_prompt',
-           'judge_prompt', 'Parsed', 'parse_json_output', 'parse_user', 'parse_policy', 'parse_judge', 'ParseStats']
+           'POLICY_FIELDS', 'JUDGE_FIELDS', 'DOCUMENT_PROMPT', 'DOCUMENT_FIELDS', 'format_history',
+           'user_simulator_prompt', 'policy_system_prompt', 'judge_prompt', 'Parsed', 'parse_json_output', 'parse_user',
+           'parse_policy', 'parse_judge', 'document_prompt', 'parse_document', 'ParseStats']
 
 # %% ../nbs/02b_prompts.ipynb #a97fe70b
 import ast, json, re, warnings
@@ -236,6 +237,28 @@ def parse_judge(text) -> tuple[int | None, Parsed]:
     ok = isinstance(v, (int, float, str))             # literal_eval can also yield sets, bytes, tuples…
     verdict = {1: 1, 0: 0, "1": 1, "0": 0, "1.0": 1, "0.0": 0, "true": 1, "false": 0}.get(v) if ok else None
     return verdict, p
+
+# %% ../nbs/02b_prompts.ipynb #649329a9
+DOCUMENT_PROMPT = """You read one message that an AI assistant sent while editing a document with a user. Copy out the document
+as this message leaves it: the full text of its latest version, word for word, without the assistant's comments,
+questions or explanations around it. If the message holds no version of the document, the document is empty.
+
+<|The Start of the Message|>
+{message}
+<|The End of the Message|>
+
+Output a JSON object: "document" (str): the document, or "" if there is none."""
+DOCUMENT_FIELDS = ("document",)
+
+def document_prompt(message:str) -> str:
+    "The extraction prompt for one assistant message."
+    return DOCUMENT_PROMPT.format(message=message)
+
+def parse_document(text) -> tuple[str | None, Parsed]:
+    "The document an extraction reply holds ('' for none), or None when the reply has no `document` field; and the parse."
+    p = parse_json_output(text, DOCUMENT_FIELDS, "document")
+    v = p.fields.get("document")
+    return (v.strip() if isinstance(v, str) else None), p
 
 # %% ../nbs/02b_prompts.ipynb #5d63d600
 @dataclass
