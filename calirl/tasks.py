@@ -158,10 +158,11 @@ def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
 
 # %% ../nbs/02_tasks.ipynb #19f6fcba
 def task_source(data_source:str|Path, task:str) -> str|Path:
-    "Where `task`'s CollabLLM items live: its hub id when `data_source` is empty, else `<data_source>/<task>.parquet` or `<data_source>/<task>/`."
+    "Where `task`'s CollabLLM items live: its hub id when `data_source` is empty, else `<data_source>/<task>.parquet` or `<data_source>/<task>/` (or `data_source` itself, a file)."
     if not str(data_source): return COLLABLLM_HUB[task]
     root = Path(data_source)
-    if not root.is_dir(): raise FileNotFoundError(f"data_source {root} is not a folder; it should hold {task}.parquet or a {task}/ folder of Parquet files")
+    if root.is_file(): return root                               # one task's file, named directly (the API, not a profile)
+    if not root.is_dir(): raise FileNotFoundError(f"data_source {root} does not exist; it should be a folder holding {task}.parquet or a {task}/ folder of Parquet files")
     for p in (root / f"{task}.parquet", root / task):
         if p.exists(): return p
     raise FileNotFoundError(f"data_source {root} has neither {task}.parquet nor a {task}/ folder; it has: {', '.join(sorted(q.name for q in root.iterdir())) or 'nothing'}")
