@@ -5,11 +5,12 @@ second run does no work. No paper section: this is the machinery that regenerate
 
 # %% auto #0
 __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'WORLD_BOUND', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'CPU_ONLY', 'PAPER_COST', 'STALE',
-           'PHASE_COLUMNS', 'PipelineError', 'find_project', 'list_notebooks', 'select', 'declared_parameters',
-           'notebook_parameters', 'code_digest', 'fingerprint', 'record_path', 'load_state_file', 'recorded_state',
-           'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths', 'world_refusal',
-           'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell',
-           'quiet_kernel_manager', 'run_environment', 'phases_path', 'read_phases', 'time_profile', 'run_plan']
+           'PHASE_COLUMNS', 'PipelineError', 'find_project', 'list_notebooks', 'select', 'project_template',
+           'init_project', 'declared_parameters', 'notebook_parameters', 'code_digest', 'fingerprint', 'record_path',
+           'load_state_file', 'recorded_state', 'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step',
+           'run_paths', 'world_refusal', 'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale', 'keep_if_whole',
+           'source_cell', 'quiet_kernel_manager', 'run_environment', 'phases_path', 'read_phases', 'time_profile',
+           'run_plan']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -30,7 +31,7 @@ def find_project(start:str|Path|None=None) -> Path:
     for d in (here, *here.parents):
         if (d / "settings.ini").is_file() and (d / "nbs").is_dir(): return d
     raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {here}; "
-                        "run from a clone of the calirl repository or pass --root")
+                        "create one with `calirl init DIR`, run from a clone of the repository, or pass --root")
 
 def list_notebooks(root:str|Path) -> list[Path]:
     "The pipeline's notebooks under `root/nbs`, in run order."
@@ -45,6 +46,26 @@ def select(names:list[str], wanted:str) -> str:
         raise PipelineError(f"notebook {wanted!r} {'is ambiguous' if hits else 'does not exist'}; "
                             f"choose from {', '.join(names)}")
     return hits[0]
+
+# %% ../nbs/00a_reproduce.ipynb #123a7242
+def project_template() -> Path:
+    "The project this calirl ships: `calirl/_project` in an installed wheel, else the clone an editable install points into."
+    import calirl
+    pkg = Path(calirl.__file__).resolve().parent
+    for d in (pkg / "_project", pkg.parent):
+        if (d / "settings.ini").is_file() and (d / "nbs").is_dir() and list_notebooks(d): return d
+    raise PipelineError(f"this calirl ({pkg}) carries no notebooks: install it from a wheel or a clone of the repository")
+
+def init_project(dest:str|Path, template:str|Path|None=None) -> list[Path]:
+    "Copy `settings.ini` and the numbered notebooks of `template` (default: `project_template()`) into `dest`; the files written."
+    src, dest = Path(template or project_template()), Path(dest)
+    pairs = [(src / "settings.ini", dest / "settings.ini")] + [(p, dest / "nbs" / p.name) for p in list_notebooks(src)]
+    there = [str(d.relative_to(dest)) for _, d in pairs if d.exists()]
+    if there: raise PipelineError(f"{dest} already holds {', '.join(there[:3])}{' …' if len(there) > 3 else ''}; "
+                                  "init writes into an empty place only, so nothing was written")
+    (dest / "nbs").mkdir(parents=True, exist_ok=True)
+    for s, d in pairs: shutil.copy2(s, d)
+    return [d for _, d in pairs]
 
 # %% ../nbs/00a_reproduce.ipynb #ed99e8d2
 RUNNER_PARAMS = ("profile", "run_dir", "figures_dir")
