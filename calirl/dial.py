@@ -113,7 +113,7 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
     for s, (sess, ps) in enumerate(zip(sessions, base)):
         uidx = [i for i, m in enumerate(sess) if m["role"] == "user"]
         for j in lowest_k(message_rewards(ps), k): jobs.append((s, uidx[j], j))
-    prompts = [chat_prompt_ids(sim_tok, simulator_context(items[s], sess[:i])) for s, i, _ in jobs for sess in [sessions[s]]]
+    prompts = [chat_prompt_ids(sim_tok, simulator_context(items[s], sess[:i], sim_tok)) for s, i, _ in jobs for sess in [sessions[s]]]
     outs = sim_backend.generate([p for p in prompts for _ in range(n_alt)], max_new_tokens, temperature, seed=seed)
     alts = [[o.text.strip() for o in outs[q * n_alt:(q + 1) * n_alt]] for q in range(len(jobs))]
     variants = [sessions[s][:i] + [{"role": "user", "content": a}] for (s, i, _), al in zip(jobs, alts) for a in al]
@@ -124,7 +124,7 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
         r = [float(logit(pv[q * n_alt + a][-1]) - logit(prev)) for a in range(n_alt)]
         pick = pick_pair(r)
         if pick is None or al[pick[0]] == al[pick[1]]: continue
-        prompt = sim_tok.apply_chat_template(simulator_context(items[s], sessions[s][:i]), tokenize=False, add_generation_prompt=True)
+        prompt = sim_tok.apply_chat_template(simulator_context(items[s], sessions[s][:i], sim_tok), tokenize=False, add_generation_prompt=True)
         pairs.append(dict(prompt=prompt, chosen=al[pick[0]], rejected=al[pick[1]], r_chosen=r[pick[0]], r_rejected=r[pick[1]]))
     stats["kept"] = len(pairs)
     return pairs, stats

@@ -12,7 +12,7 @@ __all__ = ['ACCELERATE_FSDP', 'oracle_traces', 'simulator_sft_example', 'trained
 from pathlib import Path
 from .tasks import TaskItem
 from .rollout import rollout, simulator_context
-from .models import build_tiny_model, load_model, with_role
+from .models import build_tiny_model, load_model, simulator_template
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,
@@ -26,9 +26,9 @@ def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_toke
     return asked + rollout(policy, tok, oracle, items[k:], G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, max_len=max_len)
 
 # %% ../nbs/06_simulator_sft.ipynb #58d676f2
-def simulator_sft_example(item:TaskItem, messages:list[dict]) -> list[dict]:
-    "One SFT example: the goal-guided context followed by the whole conversation (loss on user turns)."
-    return simulator_context(item, messages)
+def simulator_sft_example(item:TaskItem, messages:list[dict], tok=None) -> list[dict]:
+    "One SFT example: the goal-guided context followed by the whole conversation, as simulator tokenizer `tok` reads it (loss on the user's turns)."
+    return simulator_context(item, messages, tok)
 
 def trained_text(tok, chat:list[dict]) -> list[str]:
     "Decode exactly the tokens the loss covers (the template's generation spans), one string per span."
@@ -69,7 +69,7 @@ def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, l
     "The model Phase I starts from: a fresh tiny model, or a hub model (optionally with a LoRA adapter)."
     if simulator_model == "tiny": return build_tiny_model(tok, arch, hidden, layers, role="simulator", seed=seed)
     m, t = load_model(simulator_model, lora={} if lora else None)
-    return m, with_role(t, "simulator") if t.chat_template is None else t
+    return m, simulator_template(t)
 
 # %% ../nbs/06_simulator_sft.ipynb #3ece491a
 def simulator_problems(sweep, temperature:float, min_reveal:float) -> list[str]:
