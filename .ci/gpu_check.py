@@ -1,0 +1,114 @@
+"""The prepared GPU check: run it on a CUDA machine with vLLM installed (`pip install -e ".[vllm,dev]"`), from the
+repository root: `python .ci/gpu_check.py`. It needs no network and takes a few minutes. It runs
+
+1. the vLLM backend test (log-probabilities of vLLM's samples against a forward pass of the same weights),
+2. the colocated-vLLM GRPO test (two GRPO steps whose multi-turn rollouts go through TRL's colocated engine),
+3. a rollout throughput measurement: one batch of prompts, tiny policy, vLLM vs Hugging Face `generate` on the GPU,
+
+and prints what each took, tokens per second, and the peak GPU memory of each part (torch's own counter for what
+runs in this process, `nvidia-smi` sampled every 0.2 s for the subprocesses). A part whose requirement is missing
+says so and the check goes on. `paper-mini` (the paper's code path on tiny models) is not built yet; the check says so.
+"""
+import importlib.util, json, os, shutil, subprocess, sys, tempfile, threading, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = {}
+
+
+class PeakMemory:
+    "The largest `memory.used` nvidia-smi reports while the block runs (MiB), sampled every 0.2 s."
+    def __enter__(self):
+        self.peak, self.stop = 0, threading.Event()
+        def poll():
+            while not self.stop.is_set():
+                try:
+                    r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                       capture_output=True, text=True, timeout=5)
+                    self.peak = max([self.peak] + [int(x) for x in r.stdout.split()])
+                except (OSError, ValueError, subprocess.SubprocessError): pass
+                self.stop.wait(0.2)
+        self.thread = threading.Thread(target=poll, daemon=True)
+        self.thread.start()
+        return self
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def pytest_part(name:str, node:str) -> None:
+    t0 = time.time()
+    with PeakMemory() as mem:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-rs", "-p", "no:cacheprovider", node],
+                           cwd=ROOT, capture_output=True, text=True, timeout=400)
+    tail = (r.stdout + r.stderr).strip().splitlines()[-6:]
+    OUT[name] = dict(rc=r.returncode, seconds=round(time.time() - t0, 1), peak_gpu_mib=mem.peak, tail=tail)
+    print(f"== {name}: rc {r.returncode}, {OUT[name]['seconds']} s, peak GPU memory {mem.peak} MiB")
+    print("\n".join("   " + l for l in tail), flush=True)
+
+
+def rollout_throughput(n:int=256, new:int=64) -> None:
+    import torch
+    from calirl.backends import HFBackend, VLLMBackend
+    from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    items = tiny_items("math-chat", "train", 64, 0)
+    tok = train_tokenizer(world_corpus(items, 0, H=2), 1024)
+    model, tok = build_tiny_model(tok, "qwen2", 128, 2, role="policy", seed=0)
+    prompts = [tok.apply_chat_template([{"role": "user", "content": it.x}], add_generation_prompt=True, return_dict=False)
+               for it in (items * (n // len(items) + 1))[:n]]
+    with tempfile.TemporaryDirectory() as d:
+        path = save_model(model, tok, Path(d) / "m")
+        hf_model, _ = load_model(path, device="cuda", dtype="bfloat16")
+        hf = HFBackend(hf_model, tok)
+        hf.generate(prompts[:8], 4, temperature=1.0, seed=0)                    # warm-up
+        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+        t0 = time.time()
+        outs = hf.generate(prompts, new, temperature=1.0, seed=0)
+        torch.cuda.synchronize()
+        hf_s, hf_tok = time.time() - t0, sum(len(o.token_ids) for o in outs)
+        OUT["rollout_hf"] = dict(seconds=round(hf_s, 3), tokens=hf_tok, tok_per_s=round(hf_tok / hf_s),
+                                 peak_torch_mib=round(torch.cuda.max_memory_allocated() / 2**20))
+        print(f"== rollout, HF generate on the GPU: {hf_tok} tokens in {hf_s:.2f} s = {hf_tok / hf_s:,.0f} tok/s", flush=True)
+        del hf, hf_model; torch.cuda.empty_cache()
+        if importlib.util.find_spec("vllm") is None:
+            OUT["rollout_vllm"] = "skipped: vllm is not installed"
+            print("== rollout, vLLM: skipped (vllm is not installed)")
+            return
+        with PeakMemory() as mem:
+            vb = VLLMBackend(str(path), gpu_memory_utilization=0.3, max_model_len=512)
+            vb.generate(prompts[:8], 4, temperature=1.0, seed=0)                # warm-up
+            t0 = time.time()
+            outs = vb.generate(prompts, new, temperature=1.0, seed=0)
+            v_s, v_tok = time.time() - t0, sum(len(o.token_ids) for o in outs)
+        OUT["rollout_vllm"] = dict(seconds=round(v_s, 3), tokens=v_tok, tok_per_s=round(v_tok / v_s), peak_gpu_mib=mem.peak)
+        print(f"== rollout, vLLM: {v_tok} tokens in {v_s:.2f} s = {v_tok / v_s:,.0f} tok/s "
+              f"(peak GPU memory {mem.peak} MiB; vLLM reserves gpu_memory_utilization of the card)", flush=True)
+
+
+def main() -> int:
+    t_all = time.time()
+    import torch
+    print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, "
+          f"vllm {'installed' if importlib.util.find_spec('vllm') else 'NOT installed'}")
+    if shutil.which("nvidia-smi"): subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"])
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: nothing to check here")
+        return 1
+    pytest_part("vllm_backend_test", "tests/test_backends.py::test_vllm_backend_logprobs")
+    pytest_part("vllm_colocate_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo")
+    try: rollout_throughput()
+    except Exception as e:                      # report and go on: the check's job is to say what happened
+        OUT["rollout"] = f"failed: {type(e).__name__}: {e}"
+        print(f"== rollout throughput failed: {type(e).__name__}: {e}")
+    OUT["paper_mini"] = "not built yet: the paper-mini profile does not exist"
+    print("== paper-mini: not built yet")
+    OUT["total_seconds"] = round(time.time() - t_all, 1)
+    print(json.dumps(OUT))
+    failed = [k for k, v in OUT.items() if isinstance(v, dict) and v.get("rc", 0) != 0]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
