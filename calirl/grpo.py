@@ -26,7 +26,7 @@ from .dialogue import Conversation, asks, committed, final_answer, is_right, pre
 from .rewards import task_reward
 from .models import load_model, save_model
 from .users import SAY
-from .backends import HFBackend, VLLMBackend
+from .backends import HFBackend, VLLMBackend, turn_end_ids
 from .rollout import rollout
 from .training import run_trainer
 
@@ -93,7 +93,7 @@ def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:
         g_trl = [p.grad.clone() for p in model.parameters()]
     env = torch.zeros_like(pad)
     for i, e in enumerate(batch["env_mask"]): env[i, :len(e)] = torch.tensor(e, dtype=torch.float)
-    trunc = torch.tensor([c[-1] not in (tok.eos_token_id, tok.pad_token_id) for c in batch["completion_ids"]])
+    trunc = torch.tensor([c[-1] not in {*turn_end_ids(tok), tok.pad_token_id} for c in batch["completion_ids"]])
     m = pad * env * (~trunc[:, None] if mask_truncated else 1)                       # (B, C)
     A = group_advantages(torch.tensor([math.nan if r is None else r for r in batch["R"]], dtype=torch.float), G)
     model.zero_grad()
@@ -387,7 +387,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
     model, tok = load_model(v.base_path, device=v.settings.device, dtype=v.settings.dtype)
     cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings)
     if v.user is None:
-        reward, rollout_func = single_turn_reward(v.items, judge, {tok.eos_token_id, tok.pad_token_id}), None
+        reward, rollout_func = single_turn_reward(v.items, judge, {*turn_end_ids(tok), tok.pad_token_id}), None
     else:
         reward = transcript_reward(v.items, judge)
         rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)

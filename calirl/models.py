@@ -68,9 +68,9 @@ def with_role(tok, role:str):
     return tok
 
 # %% ../nbs/04_models.ipynb #7696646e
-HUB_FAMILIES = {   # TRL's name of a hub template -> the special tokens it renders, and the end of a turn
-    "qwen2_5": dict(specials=[], eos="<|im_end|>"),
-    "gemma3": dict(specials=["<start_of_turn>", "<end_of_turn>"], eos="<end_of_turn>", bos="<bos>"),
+HUB_FAMILIES = {   # TRL's name of a hub template -> its special tokens as the hub's tokenizer has them; `end` closes a turn
+    "qwen2_5": dict(specials=[], eos="<|im_end|>", end="<|im_end|>"),
+    "gemma3": dict(specials=["<start_of_turn>", "<end_of_turn>"], eos="<eos>", bos="<bos>", end="<end_of_turn>"),
 }
 
 def trl_chat_template(name:str) -> str:
@@ -142,7 +142,7 @@ class TokenizerMismatchError(ValueError):
 
 def check_tokenizer(tok, path:str|Path, texts:Iterable[str]=CHECK_TEXTS) -> None:
     "Raise `TokenizerMismatchError` unless every way of loading the tokenizer at `path` encodes `texts` like `tok`."
-    chat = [{"role": "user", "content": t} for t in texts]
+    chat = [{"role": ("user", "assistant")[k % 2], "content": t} for k, t in enumerate(texts)]   # alternating: Gemma-3's template demands it
     loaders = {"AutoTokenizer": AutoTokenizer.from_pretrained, "PreTrainedTokenizerFast": PreTrainedTokenizerFast.from_pretrained}
     for name, load in loaders.items():
         t2 = load(str(path))

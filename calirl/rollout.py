@@ -18,7 +18,7 @@ from .tasks import TaskItem
 from .dialogue import Conversation, converse, has_terminal
 from .prompts import ParseStats, parse_policy
 from .users import UserTurn, goal_text
-from .backends import Backend, HFBackend, chat_prompt_ids
+from .backends import Backend, HFBackend, chat_prompt_ids, turn_end_ids
 from .models import CHAT_TEMPLATES
 
 # %% ../nbs/05_rollout.ipynb #0c412333
@@ -35,7 +35,8 @@ def turn_segment(tok, user_text:str, after_eos:bool) -> list[int]:
     cut = a.index("\x00A") + 2
     if b[:cut] != a[:cut]: raise ValueError("the chat template renders earlier turns differently once a turn is added")
     seg = b[cut:]
-    if after_eos and tok.eos_token and seg.startswith(tok.eos_token): seg = seg[len(tok.eos_token):]
+    ends = [tok.convert_ids_to_tokens(i) for i in turn_end_ids(tok)] if after_eos else []
+    seg = next((seg[len(e):] for e in ends if e and seg.startswith(e)), seg)
     return tok(seg, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/05_rollout.ipynb #5826776e
@@ -53,7 +54,9 @@ class PolicySpeaker:
     system: str | None = None
     stats: ParseStats = field(default_factory=ParseStats)
 
-    def __post_init__(self): self.max_len = self.max_len or getattr(self.tok, "model_max_length", 10**9)
+    def __post_init__(self):
+        self.max_len = self.max_len or getattr(self.tok, "model_max_length", 10**9)
+        self.ends = set(turn_end_ids(self.tok))          # the ids that close a policy turn
 
     def hear(self, convs:list[Conversation], turns:list) -> None:
         "Count the user's tokens; on the opening, start the sequence with the prompt."
@@ -67,7 +70,7 @@ class PolicySpeaker:
         "Append the template and the user's reply to `c`'s sequence if one more turn fits in `max_len`; else end `c`."
         n = len(c.prompt_ids) + len(c.completion_ids)
         if c.n_policy_turns:
-            last_eos = bool(c.completion_ids) and c.completion_ids[-1] == self.tok.eos_token_id
+            last_eos = bool(c.completion_ids) and c.completion_ids[-1] in self.ends
             seg = turn_segment(self.tok, c.messages[-1]["content"], after_eos=last_eos)
             if n + len(seg) + self.max_new_tokens > self.max_len:
                 c.termination = "context_overflow"

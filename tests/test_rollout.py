@@ -116,3 +116,34 @@ def test_parquet_round_trip(world, tmp_path):
     T[0].reward = 1.0
     back = load_conversations(save_conversations(T, tmp_path / "r.parquet"))
     assert back == T
+
+@pytest.mark.parametrize("family", ["qwen2_5", "gemma3"])
+def test_ids_spell_hub_chat_templates(world, family, tmp_path):
+    """The policy's token sequence is exactly the hub template's rendering of the conversation (Qwen2.5's, and
+    Gemma-3's, whose turns end with <end_of_turn>, not its eos); a tiny Gemma-3 model with that tokenizer saves and reloads."""
+    from calirl.backends import turn_end_ids
+    from calirl.models import HUB_FAMILIES, load_model, save_model, with_hub_template
+    items, ptok, *_ = world
+    hub = with_hub_template(ptok, family)
+    end = hub.convert_tokens_to_ids(HUB_FAMILIES[family]["end"])
+    assert end in turn_end_ids(hub)
+
+    class EndsTurn(Scripted):
+        def generate(self, prompts, max_new_tokens, *a, **kw):
+            outs = super().generate(prompts, max_new_tokens, *a, **kw)
+            return [Completion(o.token_ids[:-1] + [end], o.text, o.logprobs, "stop") for o in outs]
+
+    texts = ["how many more ?", "what should i change ?", "12 + 7 = 19 . the answer is 19"]
+    T = rollout(EndsTurn(hub, texts), hub, scripted_human(), items, G=2, H=3, max_new_tokens=16, seed=3)
+    spoke = [t for t in T if sum(m["role"] == "assistant" for m in t.messages) >= 2]
+    assert spoke, "no conversation reached a second policy turn"
+    for t in spoke:
+        _check_masks(t, hub)
+        decoded = hub.decode(t.prompt_ids + t.completion_ids)
+        last = max(k for k, m in enumerate(t.messages) if m["role"] == "assistant")
+        rendered = hub.apply_chat_template(t.messages[: last + 1], tokenize=False)
+        assert rendered.startswith(decoded) and rendered[len(decoded):] == "\n", (decoded, rendered)
+    model, _ = build_tiny_model(hub, "gemma3", 32, 1, "policy", 0)
+    path = save_model(model, hub, tmp_path / "m")                 # its tokenizer check renders alternating turns
+    _, back = load_model(path)
+    assert back.chat_template == hub.chat_template and turn_end_ids(back) == turn_end_ids(hub)
