@@ -21,6 +21,7 @@ from .dialogue import Conversation, prefix_ends, take_turns, turn_kind
 from .rewards import task_reward
 from .users import fact_order
 from .rollout import TextPolicy
+from .training import preference_pair
 
 # %% ../nbs/09a_collabllm.ipynb #5a3a65db
 @dataclass(frozen=True)
@@ -120,9 +121,8 @@ PAIR_COLUMNS = ["prompt", "chosen", "rejected", "item_id", "task", "context_id",
 
 def preference_row(tok, item:TaskItem, context:list[dict], chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
                    context_id:int=0) -> dict:
-    "One TRL preference row (string prompt rendered with the generation prompt) with its MRs and turn kinds."
-    prompt = tok.apply_chat_template(context, tokenize=False, add_generation_prompt=True)
-    return dict(prompt=prompt, chosen=chosen.strip(), rejected=rejected.strip(), item_id=item.item_id, task=item.task,
+    "One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs and turn kinds."
+    return dict(**preference_pair(tok, context, chosen.strip(), rejected.strip()), item_id=item.item_id, task=item.task,
                 context_id=context_id, mr_chosen=float(mr_chosen), mr_rejected=float(mr_rejected),
                 chosen_kind=turn_kind(item, chosen), rejected_kind=turn_kind(item, rejected))
 

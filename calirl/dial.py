@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from .tasks import TaskItem
 from .rollout import simulator_context
-from .training import dpo_train, run_trainer
+from .training import dpo_train, preference_pair, run_trainer
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
@@ -124,8 +124,8 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
         r = [float(logit(pv[q * n_alt + a][-1]) - logit(prev)) for a in range(n_alt)]
         pick = pick_pair(r)
         if pick is None or al[pick[0]] == al[pick[1]]: continue
-        prompt = sim_tok.apply_chat_template(simulator_context(items[s], sessions[s][:i], sim_tok), tokenize=False, add_generation_prompt=True)
-        pairs.append(dict(prompt=prompt, chosen=al[pick[0]], rejected=al[pick[1]], r_chosen=r[pick[0]], r_rejected=r[pick[1]]))
+        pair = preference_pair(sim_tok, simulator_context(items[s], sessions[s][:i], sim_tok), al[pick[0]], al[pick[1]])
+        pairs.append(dict(**pair, r_chosen=r[pick[0]], r_rejected=r[pick[1]]))
     stats["kept"] = len(pairs)
     return pairs, stats
 
