@@ -15,16 +15,23 @@ import numpy as np
 import pandas as pd
 import torch
 from .tasks import TaskItem
+from .backends import turn_end_ids
 from .rollout import simulator_context
 from .training import dpo_train, preference_pair, run_trainer
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
-    "Token ids of the rendered session and the position of the end-of-turn token of each user message."
-    ids = tok.apply_chat_template(messages, tokenize=True, return_dict=False)
-    ends = [i for i, x in enumerate(ids) if x == tok.eos_token_id]
-    if len(ends) != len(messages): raise ValueError(f"expected one end-of-turn token per message, found {len(ends)} for {len(messages)}")
-    return list(ids), [e for e, m in zip(ends, messages) if m["role"] == "user"]
+    "Token ids of the rendered session and the position of the end-of-turn token of each user message (any template: a default system prompt, Gemma-3's `<end_of_turn>`)."
+    render = lambda ms: list(tok.apply_chat_template(ms, tokenize=True, return_dict=False))
+    ids, ends, pos = render(messages), set(turn_end_ids(tok)), []
+    for k, m in enumerate(messages):
+        if m["role"] != "user": continue
+        pre = render(messages[:k + 1])                           # the session up to this message: its last turn end is the message's
+        last = max((i for i, x in enumerate(pre) if x in ends), default=-1)
+        if ids[:len(pre)] != pre or last <= (pos[-1] if pos else -1):
+            raise ValueError(f"user message {k} has no end-of-turn token of its own in the rendered session (template not prefix-preserving?)")
+        pos.append(last)
+    return ids, pos
 
 def disc_example(tok, messages:list[dict], real:bool) -> dict:
     "A token-classification example: label 1/0 at each user message's end, -100 elsewhere."
