@@ -266,6 +266,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'calirl.models': { 'calirl.models.TokenizerMismatchError': ('models.html#tokenizermismatcherror', 'calirl/models.py'),
                                'calirl.models._template': ('models.html#_template', 'calirl/models.py'),
                                'calirl.models.build_tiny_model': ('models.html#build_tiny_model', 'calirl/models.py'),
+                               'calirl.models.causal_lm': ('models.html#causal_lm', 'calirl/models.py'),
                                'calirl.models.check_tokenizer': ('models.html#check_tokenizer', 'calirl/models.py'),
                                'calirl.models.load_model': ('models.html#load_model', 'calirl/models.py'),
                                'calirl.models.load_tokenizer': ('models.html#load_tokenizer', 'calirl/models.py'),

@@ -9,10 +9,10 @@ models live in `04a_backends`."""
 
 # %% auto #0
 __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', 'HUB_FAMILIES', 'ARCHS', 'CHECK_TEXTS',
-           'LORA_DEFAULTS', 'train_tokenizer', 'with_role', 'trl_chat_template', 'with_hub_template',
+           'LORA_DEFAULTS', 'TEXT_KEYS', 'train_tokenizer', 'with_role', 'trl_chat_template', 'with_hub_template',
            'simulator_template', 'tiny_config', 'n_params', 'build_tiny_model', 'TokenizerMismatchError',
            'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype', 'pick_attention', 'load_tokenizer',
-           'load_model']
+           'causal_lm', 'load_model']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -191,6 +191,27 @@ def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return tok
 
+# %% ../nbs/04_models.ipynb #ec67d90a
+TEXT_KEYS = {r"^model\.language_model\.": "model.", r"^language_model\.model\.": "model.", r"^language_model\.lm_head\.": "lm_head."}
+
+def causal_lm(name_or_path:str, **kw):
+    "`AutoModelForCausalLM.from_pretrained`, except that a multimodal checkpoint loads as its text model alone (every weight from the checkpoint)."
+    from transformers import AutoConfig
+    cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=kw.get("trust_remote_code", False))
+    text = cfg.get_text_config()
+    if text is cfg: return AutoModelForCausalLM.from_pretrained(name_or_path, **kw)
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+    cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(text)]                      # the text model's class, e.g. Gemma3ForCausalLM
+    from transformers.utils import logging as hf_logging
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()                                    # the vision weights it leaves out are expected, not news
+    try: model, info = cls.from_pretrained(name_or_path, config=text, key_mapping=TEXT_KEYS, output_loading_info=True, **kw)
+    finally: hf_logging.set_verbosity(level)
+    if info["missing_keys"]:
+        raise ValueError(f"{name_or_path}: its text model ({cls.__name__}) lacks {len(info['missing_keys'])} weight(s) in the checkpoint, "
+                         f"e.g. {sorted(info['missing_keys'])[:3]}")
+    return model
+
 # %% ../nbs/04_models.ipynb #a7668c83
 def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:dict|None=None,
                trust_remote_code:bool=False, attn_implementation:str|None=None):
@@ -206,8 +227,8 @@ def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:
             from peft import PeftModel
             base = json.loads(adapter.read_text()).get("base_model_name_or_path")
             if not base: raise ValueError(f"the adapter at {p} names no base model (base_model_name_or_path); save the base model to a folder and train from it")
-            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kw), str(p), is_trainable=lora is not None)
-        else: model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **kw)
+            model = PeftModel.from_pretrained(causal_lm(base, **kw), str(p), is_trainable=lora is not None)
+        else: model = causal_lm(str(name_or_path), **kw)
         tok = load_tokenizer(name_or_path, trust_remote_code)
     except OSError as e:
         hint = " (HF_HUB_OFFLINE=1: only local folders and cached hub ids load)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
