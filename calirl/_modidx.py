@@ -339,6 +339,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.prompts.parse_policy': ('prompts.html#parse_policy', 'calirl/prompts.py'),
                                 'calirl.prompts.parse_user': ('prompts.html#parse_user', 'calirl/prompts.py'),
                                 'calirl.prompts.policy_system_prompt': ('prompts.html#policy_system_prompt', 'calirl/prompts.py'),
+                                'calirl.prompts.policy_turns': ('prompts.html#policy_turns', 'calirl/prompts.py'),
                                 'calirl.prompts.user_simulator_prompt': ('prompts.html#user_simulator_prompt', 'calirl/prompts.py')},
             'calirl.realism': { 'calirl.realism.TextAssistant': ('realism.html#textassistant', 'calirl/realism.py'),
                                 'calirl.realism.TextAssistant.act': ('realism.html#textassistant.act', 'calirl/realism.py'),

@@ -65,6 +65,8 @@ class Profile:
     naive_simulator: str = _key("the naive simulator (Naive Interactive, CollabLLM's forward window): the tiny world's "
                                 "rule-based `artifact-simulator`, or `simulator_model` `prompted` with the App. C.1 prompt",
                                 ("artifact-simulator", "prompted"))
+    policy_prompt: str = _key("how the policy is prompted in every rollout, training and evaluation: `plain` (no system message) or "
+                              "`proactive` (the App. C.2 system prompt, JSON replies)", ("plain", "proactive"))
     eval_backend: str = _key("who plays the evaluation user (`scripted`: the scripted human; `openai`: `oracle_model` behind "
                              "`openai_base_url`), and where an oracle or judge model is served", ("scripted", "openai"))
     openai_base_url: str = _key("OpenAI-compatible endpoint for eval_backend=openai (key from OPENAI_API_KEY)")
@@ -311,6 +313,7 @@ class GRPOSettings:
     device: str
     dtype: str
     rollout_backend: str
+    policy_prompt: str = "plain"
 
     def __post_init__(self):
         "Type and check every value, then the rule between `G` and `grpo_batch`."

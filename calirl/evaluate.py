@@ -16,6 +16,7 @@ from .tasks import TaskItem
 from .dialogue import asks, final_answer
 from .rewards import task_reward, bleu_char_nltk
 from .rollout import rollout
+from .prompts import policy_turns
 
 # %% ../nbs/10_evaluate.ipynb #bf3aad3e
 METHODS = {  # row: (artifact, paper MATH-Chat accuracy, %)
@@ -42,9 +43,10 @@ def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFram
         rows.append(row)
     return pd.DataFrame(rows)
 
-def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int, judge="verifier"):
-    "Conversations of `policy` with the evaluation `user` on `items`, scored: (conversations, DataFrame)."
-    T = rollout(policy, tok, user, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int, judge="verifier",
+                    policy_prompt:str="plain"):
+    "Conversations of `policy` (prompted as `policy_prompt` says) with the evaluation `user` on `items`, scored: (conversations, DataFrame)."
+    T = rollout(policy, tok, user, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **policy_turns(policy_prompt))
     return T, score_conversations(T, {it.item_id: it for it in items}, judge)
 
 # %% ../nbs/10_evaluate.ipynb #d50bde3a
@@ -61,18 +63,20 @@ class EvalJob:
     max_new_tokens: int
     temperature: float
     device: str = "cpu"
+    dtype: str = "auto"
     train_seed: int = 0        # the GRPO training seed of the policy (Table 2's policies: the profile's `seed`)
+    policy_prompt: str = "plain"   # how the policy is prompted (`calirl.prompts.policy_turns`)
 
 def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     "Evaluate `j`'s policy on each task: per-conversation rows (with method and seed) and (method, seed, conversation) triples."
     from calirl.backends import HFBackend
     from calirl.components import make_judge, make_user
     from calirl.models import load_model
-    model, tok = load_model(j.model, device=j.device)
+    model, tok = load_model(j.model, device=j.device, dtype=j.dtype)
     pol, user, judge = HFBackend(model, tok), make_user(**j.user), make_judge(**j.judge)
     rows, trajs = [], []
     for task, its in j.items.items():
-        T, df = evaluate_policy(pol, tok, user, its, j.H, j.max_new_tokens, j.temperature, seed=1000 + j.seed, judge=judge)
+        T, df = evaluate_policy(pol, tok, user, its, j.H, j.max_new_tokens, j.temperature, seed=1000 + j.seed, judge=judge, policy_prompt=j.policy_prompt)
         rows.append(df.assign(method=j.method, seed=j.seed, train_seed=j.train_seed))
         trajs += [(j.method, j.seed, t) for t in T]
     return pd.concat(rows, ignore_index=True), trajs

@@ -28,6 +28,7 @@ from .models import load_model, save_model
 from .users import SAY
 from .backends import HFBackend, VLLMBackend, turn_end_ids
 from .rollout import rollout
+from .prompts import parse_policy, policy_turns
 from .training import run_trainer
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
@@ -169,7 +170,7 @@ def interactive_rollout_func(user, items:dict[str, TaskItem], tok, H:int, settin
             for L in dict.fromkeys(max_len[items[i].task] for i in ids):    # one batched rollout per context limit
                 its = [items[i] for i in ids if max_len[items[i].task] == L]
                 for t in rollout(policy, tok, user, its, G=G, H=H, max_new_tokens=settings.max_new_tokens,
-                                 temperature=settings.train_temperature, seed=step_seed, max_len=L):
+                                 temperature=settings.train_temperature, seed=step_seed, max_len=L, **policy_turns(settings.policy_prompt)):
                     out[(t.item_id, t.sample)] = t
         trajs = [out[(i, k)] for i in ids for k in range(G)]
         for t in trajs:                          # the user ended the chat before the policy spoke: one inert token
@@ -234,19 +235,20 @@ def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     return task_reward_fn
 
 # %% ../nbs/09_grpo.ipynb #667f79ec
-def static_prompts(trajs:list[Conversation], items:dict[str, TaskItem]) -> list[dict]:
-    "One TRL conversational prompt per logged history prefix that ends with a (non-terminal) user message."
-    rows = []
+def static_prompts(trajs:list[Conversation], items:dict[str, TaskItem], system:str|None=None) -> list[dict]:
+    "One TRL conversational prompt per logged history prefix that ends with a (non-terminal) user message, after the policy's `system` message if any."
+    rows, head = [], [{"role": "system", "content": system}] if system else []
     for t in trajs:
         if t.item_id not in items: raise KeyError(f"oracle trace {t.item_id!r} has no training item; were the traces made with another seed or world?")
-        rows += [dict(prompt=[dict(x) for x in t.messages[:k + 1]], item_id=t.item_id, task=t.task) for k in prefix_ends(t.messages)]
+        rows += [dict(prompt=head + [dict(x) for x in t.messages[:k + 1]], item_id=t.item_id, task=t.task) for k in prefix_ends(t.messages)]
     return rows
 
 # %% ../nbs/09_grpo.ipynb #cde22304
-def single_turn_reward(items:dict[str, TaskItem], judge="verifier", end_ids:set|None=None) -> Callable:
-    "A TRL reward function for one assistant turn: the task reward of what it commits (0 if nothing, or if it does not end in `end_ids`)."
+def single_turn_reward(items:dict[str, TaskItem], judge="verifier", end_ids:set|None=None, policy_format:str="plain") -> Callable:
+    "A TRL reward function for one assistant turn: the task reward of what it commits (0 if nothing, or if it does not end in `end_ids`); a `json` reply is read for its `response`."
     def task_reward_fn(prompts, completions, item_id, completion_ids=None, log_metric=None, **kw) -> list:
         msgs = [[c[-1]] if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
+        if policy_format == "json": msgs = [[{**m[0], "content": parse_policy(m[0]["content"]).message}] for m in msgs]
         cut = [bool(end_ids) and ids is not None and (not ids or ids[-1] not in end_ids) for ids in (completion_ids or [None] * len(msgs))]
         R = [task_reward(items[i], m, judge, termination="policy_truncated" if c else "").value for i, m, c in zip(item_id, msgs, cut)]
         if log_metric is not None:
@@ -387,7 +389,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
     model, tok = load_model(v.base_path, device=v.settings.device, dtype=v.settings.dtype)
     cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings)
     if v.user is None:
-        reward, rollout_func = single_turn_reward(v.items, judge, {*turn_end_ids(tok), tok.pad_token_id}), None
+        reward, rollout_func = single_turn_reward(v.items, judge, {*turn_end_ids(tok), tok.pad_token_id}, policy_turns(v.settings.policy_prompt)["policy_format"]), None
     else:
         reward = transcript_reward(v.items, judge)
         rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)

@@ -12,18 +12,20 @@ __all__ = ['ACCELERATE_FSDP', 'oracle_traces', 'simulator_sft_example', 'trained
 from pathlib import Path
 from .tasks import TaskItem
 from .rollout import rollout, simulator_context
+from .prompts import policy_turns
 from .models import build_tiny_model, load_model, simulator_template
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,
-                  ask_share:float=0.0, max_len:int|None=None):
+                  ask_share:float=0.0, max_len:int|None=None, policy_prompt:str="plain"):
     "Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the `PerfectAsker` around `policy`, the rest with `policy` alone."
     from calirl.base_policy import PerfectAsker
     from calirl.dialogue import converse
     from calirl.rollout import TextPolicy
     k = round(len(items) * ask_share)
     asked = converse(oracle, PerfectAsker(TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len)), items[:k], H, seed) if k else []
-    return asked + rollout(policy, tok, oracle, items[k:], G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, max_len=max_len)
+    return asked + rollout(policy, tok, oracle, items[k:], G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, max_len=max_len,
+                           **policy_turns(policy_prompt))
 
 # %% ../nbs/06_simulator_sft.ipynb #58d676f2
 def simulator_sft_example(item:TaskItem, messages:list[dict], tok=None) -> list[dict]:

@@ -147,3 +147,24 @@ def test_ids_spell_hub_chat_templates(world, family, tmp_path):
     path = save_model(model, hub, tmp_path / "m")                 # its tokenizer check renders alternating turns
     _, back = load_model(path)
     assert back.chat_template == hub.chat_template and turn_end_ids(back) == turn_end_ids(hub)
+
+def test_the_proactive_policy_prompt_in_rollouts_and_static_rewards(world):
+    "App. C.2: the system message opens the policy's sequence, JSON replies are read for `response`, in multi-turn and single-turn use."
+    from calirl.grpo import single_turn_reward, static_prompts
+    from calirl.prompts import PROACTIVE_SYSTEM, policy_turns
+    items, ptok, *_ = world
+    math = [it for it in items if it.task == "math-chat"]
+    reply = f'{{"current_problem": "the sum", "thought": "just answer", "response": "the answer is {math[0].y_star}"}}'
+    T = rollout(Scripted(ptok, [reply]), ptok, scripted_human(), math[:1], G=2, H=2, max_new_tokens=64, seed=4,
+                **policy_turns("proactive"))
+    for t in T:
+        assert ptok.decode(t.prompt_ids).startswith("<|im_start|>system\n" + PROACTIVE_SYSTEM)
+        said = [m["content"] for m in t.messages if m["role"] == "assistant"]
+        assert said and all(s == f"the answer is {math[0].y_star}" for s in said), said      # the message is the JSON's response
+    rows = static_prompts(T, {it.item_id: it for it in items}, policy_turns("proactive")["system"])
+    assert rows and all(r["prompt"][0] == {"role": "system", "content": PROACTIVE_SYSTEM} for r in rows)
+    assert static_prompts(T, {it.item_id: it for it in items})[0]["prompt"][0]["role"] == "user"      # plain: no system message
+    by_id = {it.item_id: it for it in items}
+    late = f'{{"response": "the answer is {math[0].y_star}", "thought": "so the answer is {int(math[0].y_star) + 5}"}}'
+    reward = lambda fmt: single_turn_reward(by_id, policy_format=fmt)(None, [late], [math[0].item_id])
+    assert reward("json") == [1.0] and reward("plain") == [0.0]      # read as JSON, the reply's `response` is what is scored
