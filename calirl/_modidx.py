@@ -338,6 +338,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.prompts.parse_judge': ('prompts.html#parse_judge', 'calirl/prompts.py'),
                                 'calirl.prompts.parse_policy': ('prompts.html#parse_policy', 'calirl/prompts.py'),
                                 'calirl.prompts.parse_user': ('prompts.html#parse_user', 'calirl/prompts.py'),
+                                'calirl.prompts.policy_message': ('prompts.html#policy_message', 'calirl/prompts.py'),
                                 'calirl.prompts.policy_system_prompt': ('prompts.html#policy_system_prompt', 'calirl/prompts.py'),
                                 'calirl.prompts.policy_turns': ('prompts.html#policy_turns', 'calirl/prompts.py'),
                                 'calirl.prompts.user_simulator_prompt': ('prompts.html#user_simulator_prompt', 'calirl/prompts.py')},

@@ -22,6 +22,7 @@ from .rewards import task_reward
 from .users import fact_order
 from .rollout import TextPolicy
 from .training import preference_pair
+from .prompts import policy_message, policy_turns
 
 # %% ../nbs/09a_collabllm.ipynb #5a3a65db
 @dataclass(frozen=True)
@@ -69,17 +70,17 @@ def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_ke
 
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],
-                   max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None) -> tuple[list, list]:
-    "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn."
+                   max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None, policy_prompt:str="plain") -> tuple[list, list]:
+    "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn (the policy prompted as `policy_prompt` says)."
     convs = [Conversation(it.item_id, it.task, messages=[dict(m) for m in c]) for it, c in zip(items, chats)]
-    speaker = TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len)
+    speaker = TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len, **policy_turns(policy_prompt))
     take_turns(user, speaker, items, convs, states, [2 * w for w in windows])
     return [c.messages for c in convs], [c.user_acts for c in convs]
 
 # %% ../nbs/09a_collabllm.ipynb #318ee5e6
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
-                            weights:dict|None=None, max_len:int|None=None) -> list[dict]:
+                            weights:dict|None=None, max_len:int|None=None, policy_prompt:str="plain") -> list[dict]:
     "MR of each job {item, context, acts, response}: the mean R* over `samples` forward-sampled continuations."
     weights = weights or MR_WEIGHTS
     count = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
@@ -93,7 +94,7 @@ def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:i
             wins.append(win)
             chats.append(job["context"] + [{"role": "assistant", "content": job["response"]}])
             states.append(user_state(job["item"], job["context"], job["acts"], f"{seed}|mr|{j}|{s}"))
-    done, wacts = forward_sample(policy, tok, user, its, chats, states, wins, max_new_tokens, temperature, seed, max_len)
+    done, wacts = forward_sample(policy, tok, user, its, chats, states, wins, max_new_tokens, temperature, seed, max_len, policy_prompt)
     per = [[] for _ in jobs]
     for j, it, c, a in zip(owner, its, done, wacts):
         start = len(jobs[j]["context"])
@@ -120,11 +121,11 @@ PAIR_COLUMNS = ["prompt", "chosen", "rejected", "item_id", "task", "context_id",
                 "chosen_kind", "rejected_kind"]
 
 def preference_row(tok, item:TaskItem, context:list[dict], chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
-                   context_id:int=0) -> dict:
+                   context_id:int=0, policy_format:str="plain") -> dict:
     "One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs and turn kinds."
     return dict(**preference_pair(tok, context, chosen.strip(), rejected.strip()), item_id=item.item_id, task=item.task,
                 context_id=context_id, mr_chosen=float(mr_chosen), mr_rejected=float(mr_rejected),
-                chosen_kind=turn_kind(item, chosen), rejected_kind=turn_kind(item, rejected))
+                chosen_kind=turn_kind(item, policy_message(chosen, policy_format)), rejected_kind=turn_kind(item, policy_message(rejected, policy_format)))
 
 # %% ../nbs/09a_collabllm.ipynb #f53144ac
 def contexts_from_traces(trajs:list, items:dict[str, TaskItem], H:int) -> list[dict]:

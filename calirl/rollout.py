@@ -129,12 +129,15 @@ class TextPolicy:
     seed: int = 0
     max_len: int | None = None
     order: list = field(default_factory=list)     # the conversations of the last batch, in batch order
+    system: str | None = None                     # the policy's system message (`calirl.prompts.policy_turns`)
+    policy_format: str = "plain"                  # plain | json: a json reply's `response` is the message
 
     def __post_init__(self): self.max_len = self.max_len or getattr(self.tok, "model_max_length", 10**9)
 
     def speak(self, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str | None]:
         "One batched `generate` (shortest prompts first, ties in the last batch's order) for every conversation that fits; None for the others."
-        prompts = [chat_prompt_ids(self.tok, c.messages) for c in convs]
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        prompts = [chat_prompt_ids(self.tok, head + c.messages) for c in convs]
         last = {id(c): k for k, c in enumerate(self.order)}
         rank = lambda k: (len(prompts[k]), last.get(id(convs[k]), len(last) + k))
         ok = sorted((k for k in range(len(convs)) if len(prompts[k]) + self.max_new_tokens <= self.max_len), key=rank)
@@ -144,7 +147,7 @@ class TextPolicy:
         outs = self.policy.generate([prompts[k] for k in ok], self.max_new_tokens, self.temperature, seed=self.seed * 1009 + rnd)
         texts = [None] * len(convs)
         for k, o in zip(ok, outs):
-            texts[k] = o.text
+            texts[k] = parse_policy(o.text).message if self.policy_format == "json" else o.text
             if o.finish_reason == "length":             # the same rule as `PolicySpeaker`: a cut-off turn ends the episode
                 convs[k].issues.append("policy_truncated")
                 convs[k].termination = "policy_truncated"

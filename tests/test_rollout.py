@@ -168,3 +168,16 @@ def test_the_proactive_policy_prompt_in_rollouts_and_static_rewards(world):
     late = f'{{"response": "the answer is {math[0].y_star}", "thought": "so the answer is {int(math[0].y_star) + 5}"}}'
     reward = lambda fmt: single_turn_reward(by_id, policy_format=fmt)(None, [late], [math[0].item_id])
     assert reward("json") == [1.0] and reward("plain") == [0.0]      # read as JSON, the reply's `response` is what is scored
+
+def test_text_policy_takes_the_policy_prompt(world):
+    "The CollabLLM baseline's speaker (`TextPolicy`) opens with the system message and reads JSON replies the same way."
+    from calirl.dialogue import converse
+    from calirl.prompts import PROACTIVE_SYSTEM, policy_turns
+    from calirl.rollout import TextPolicy
+    items, ptok, *_ = world
+    rec = Recording(Scripted(ptok, ['{"thought": "ask first", "response": "how many more ?"}']))
+    rec.tokenizer = ptok
+    T = converse(scripted_human(), TextPolicy(rec, ptok, 32, **policy_turns("proactive")), items[:2], 2, 5)
+    assert all(ptok.decode(p).startswith("<|im_start|>system\n" + PROACTIVE_SYSTEM) for call in rec.calls for p in call)
+    said = [m["content"] for t in T for m in t.messages if m["role"] == "assistant"]
+    assert said and set(said) == {"how many more ?"}, said
