@@ -276,6 +276,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'calirl.models.resolve_dtype': ('models.html#resolve_dtype', 'calirl/models.py'),
                                'calirl.models.save_model': ('models.html#save_model', 'calirl/models.py'),
                                'calirl.models.simulator_template': ('models.html#simulator_template', 'calirl/models.py'),
+                               'calirl.models.split_revision': ('models.html#split_revision', 'calirl/models.py'),
                                'calirl.models.tiny_config': ('models.html#tiny_config', 'calirl/models.py'),
                                'calirl.models.train_tokenizer': ('models.html#train_tokenizer', 'calirl/models.py'),
                                'calirl.models.trl_chat_template': ('models.html#trl_chat_template', 'calirl/models.py'),

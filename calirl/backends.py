@@ -357,7 +357,9 @@ class VLLMBackend(Backend):
                  max_model_len:int|None=None, seed:int=0, trust_remote_code:bool=False, **llm_kwargs):
         try: from vllm import LLM
         except ImportError as e: raise ImportError(f"VLLMBackend needs vLLM on a CUDA machine: pip install 'calirl[vllm]' ({e})") from None
-        self.llm = LLM(model=str(model), dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
+        from calirl.models import split_revision
+        name, rev = split_revision(model)                          # a pinned hub model: org/model@revision
+        self.llm = LLM(model=name, revision=rev, tokenizer_revision=rev, dtype=dtype, seed=seed, gpu_memory_utilization=gpu_memory_utilization,
                        max_model_len=max_model_len, trust_remote_code=trust_remote_code,
                        logprobs_mode="processed_logprobs", **llm_kwargs)
         self.tokenizer, self.name = tokenizer or self.llm.get_tokenizer(), str(model)

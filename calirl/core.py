@@ -52,8 +52,8 @@ class Profile:
     data_source: str = _key("world = collabllm: where the items come from — empty for the hub's CollabLLM datasets, or a local folder with <task>.parquet (or a <task>/ folder of Parquet files) per task, in CollabLLM's schema")
     data_revision: str = _key("world = collabllm: the hub revision (commit, tag or branch) its datasets are read at; empty: the latest")
     # models
-    policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id or local path")
-    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny` or a hub id or path")
+    policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id (pinned: `org/model@revision`) or local path")
+    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny`, a hub id (pinned: `org/model@revision`) or a path")
     oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id")
     judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id")
     tiny_arch: str = _key("architecture of locally built tiny models", ("qwen2", "gemma3"))

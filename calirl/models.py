@@ -11,8 +11,8 @@ models live in `04a_backends`."""
 __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', 'HUB_FAMILIES', 'ARCHS', 'CHECK_TEXTS',
            'LORA_DEFAULTS', 'TEXT_KEYS', 'train_tokenizer', 'with_role', 'trl_chat_template', 'with_hub_template',
            'simulator_template', 'tiny_config', 'n_params', 'build_tiny_model', 'TokenizerMismatchError',
-           'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype', 'pick_attention', 'load_tokenizer',
-           'causal_lm', 'load_model']
+           'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype', 'pick_attention', 'split_revision',
+           'load_tokenizer', 'causal_lm', 'load_model']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -184,9 +184,18 @@ def pick_attention(device:str, dtype:torch.dtype) -> str:
 LORA_DEFAULTS = dict(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
 
 # %% ../nbs/04_models.ipynb #da205221
+def split_revision(name_or_path:str|Path) -> tuple[str, str|None]:
+    "`org/model@revision` → (`org/model`, `revision`); an existing local path, or a name without `@`, has no revision."
+    s = str(name_or_path)
+    if Path(s).exists() or "@" not in s: return s, None
+    name, rev = s.rsplit("@", 1)
+    if not name or not rev: raise ValueError(f"{s!r}: a pinned model is written org/model@revision")
+    return name, rev
+
 def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
-    "The tokenizer at `name_or_path`, left-padded, with a pad token."
-    tok = AutoTokenizer.from_pretrained(str(name_or_path), trust_remote_code=trust_remote_code)
+    "The tokenizer at `name_or_path` (a hub id may be pinned, `org/model@revision`), left-padded, with a pad token."
+    name, rev = split_revision(name_or_path)
+    tok = AutoTokenizer.from_pretrained(name, revision=rev, trust_remote_code=trust_remote_code)
     tok.padding_side = "left"
     if tok.pad_token is None: tok.pad_token = tok.eos_token
     return tok
@@ -195,9 +204,10 @@ def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
 TEXT_KEYS = {r"^model\.language_model\.": "model.", r"^language_model\.model\.": "model.", r"^language_model\.lm_head\.": "lm_head."}
 
 def causal_lm(name_or_path:str, **kw):
-    "`AutoModelForCausalLM.from_pretrained`, except that a multimodal checkpoint loads as its text model alone (every weight from the checkpoint)."
+    "`AutoModelForCausalLM.from_pretrained` (a hub id may be pinned, `org/model@revision`), except that a multimodal checkpoint loads as its text model alone (every weight from the checkpoint)."
     from transformers import AutoConfig
-    cfg = AutoConfig.from_pretrained(name_or_path, trust_remote_code=kw.get("trust_remote_code", False))
+    name_or_path, kw["revision"] = split_revision(name_or_path)
+    cfg = AutoConfig.from_pretrained(name_or_path, revision=kw["revision"], trust_remote_code=kw.get("trust_remote_code", False))
     text = cfg.get_text_config()
     if text is cfg: return AutoModelForCausalLM.from_pretrained(name_or_path, **kw)
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
