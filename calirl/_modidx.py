@@ -254,6 +254,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'calirl.grpo.interactive_rollout_func': ('grpo.html#interactive_rollout_func', 'calirl/grpo.py'),
                              'calirl.grpo.interleave': ('grpo.html#interleave', 'calirl/grpo.py'),
                              'calirl.grpo.last_checkpoint': ('grpo.html#last_checkpoint', 'calirl/grpo.py'),
+                             'calirl.grpo.micro_batches': ('grpo.html#micro_batches', 'calirl/grpo.py'),
                              'calirl.grpo.plot_curves': ('grpo.html#plot_curves', 'calirl/grpo.py'),
                              'calirl.grpo.policy_backend': ('grpo.html#policy_backend', 'calirl/grpo.py'),
                              'calirl.grpo.schedule': ('grpo.html#schedule', 'calirl/grpo.py'),

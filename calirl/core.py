@@ -110,6 +110,8 @@ class Profile:
     G: int = _key("rollouts per prompt, the GRPO group size (paper: 32)", lo=2, hi=1024)
     H: int = _key("max interaction rounds per episode (paper: 7, i.e. 14 turns)", lo=1, hi=100)
     grpo_batch: int = _key("rollouts per GRPO step, all prompts × G, a multiple of G (paper: 8,192)", lo=2, hi=MANY)
+    micro_batch: int = _key("rollouts per device per forward/backward pass; grpo_batch = micro_batch × processes × accumulation "
+                            "(0: the whole batch at once, no accumulation)", lo=0, hi=MANY)
     grpo_lr: float = _key("GRPO learning rate, constant (paper: 5e-6)", gt=0, hi=1)
     adam_beta1: float = _key("Adam β1 (paper: 0.9)", lo=0, lt=1)
     adam_beta2: float = _key("Adam β2 (paper: 0.98)", lo=0, lt=1)
@@ -314,6 +316,7 @@ class GRPOSettings:
     dtype: str
     rollout_backend: str
     policy_prompt: str = "plain"
+    micro_batch: int = 0
 
     def __post_init__(self):
         "Type and check every value, then the rule between `G` and `grpo_batch`."

@@ -8,12 +8,12 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 # %% auto #0
 __all__ = ['CURVES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch', 'TrainerVLLM',
            'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics', 'transcript_reward',
-           'static_prompts', 'single_turn_reward', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo',
-           'step_log', 'interleave', 'schedule', 'Variant', 'train_variant', 'curves_frame', 'plot_curves',
-           'bench_grpo_step']
+           'static_prompts', 'single_turn_reward', 'micro_batches', 'grpo_config', 'fingerprint', 'last_checkpoint',
+           'train_grpo', 'step_log', 'interleave', 'schedule', 'Variant', 'train_variant', 'curves_frame',
+           'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
-import hashlib, json, math, re, tempfile, time
+import hashlib, json, math, os, re, tempfile, time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
@@ -262,6 +262,13 @@ def single_turn_reward(items:dict[str, TaskItem], judge="verifier", end_ids:set|
     return task_reward_fn
 
 # %% ../nbs/09_grpo.ipynb #60ef05d5
+def micro_batches(grpo_batch:int, micro_batch:int, processes:int=1) -> tuple[int, int]:
+    "(rollouts per device per pass, accumulation steps) with passes × processes × accumulation = `grpo_batch`; `micro_batch` 0: one pass per device."
+    per = micro_batch or grpo_batch // processes
+    if per < 1 or grpo_batch % (per * processes):
+        raise ValueError(f"grpo_batch = {grpo_batch} is not micro_batch ({per}) × processes ({processes}) × a whole number of accumulation steps")
+    return per, grpo_batch // (per * processes)
+
 def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:int|None=None,
                 vllm_gpu_memory_utilization:float=0.3, vllm_enable_sleep_mode:bool=False, **kw):
     "TRL `GRPOConfig` for `steps` steps with the GRPO `settings` (`rollout_backend='vllm'`: TRL's colocated vLLM engine)."
@@ -272,12 +279,13 @@ def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:i
         if not cuda: raise ValueError(f"rollout_backend = vllm needs a CUDA device (device = {s.device!r}); use rollout_backend = hf on CPU")
         kw = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=vllm_gpu_memory_utilization,
                   vllm_enable_sleep_mode=vllm_enable_sleep_mode, **kw)
-    return GRPOConfig(output_dir=str(out_dir), max_steps=steps, num_generations=s.G, per_device_train_batch_size=s.grpo_batch,
-                      gradient_accumulation_steps=1, steps_per_generation=1, learning_rate=s.grpo_lr, lr_scheduler_type="constant",
+    per_device, accumulation = micro_batches(s.grpo_batch, s.micro_batch, int(os.environ.get("WORLD_SIZE", "1")))
+    return GRPOConfig(output_dir=str(out_dir), max_steps=steps, num_generations=s.G, per_device_train_batch_size=per_device,
+                      gradient_accumulation_steps=accumulation, steps_per_generation=accumulation, learning_rate=s.grpo_lr, lr_scheduler_type="constant",
                       warmup_steps=0, adam_beta1=s.adam_beta1, adam_beta2=s.adam_beta2, weight_decay=0.0, max_grad_norm=1.0,
                       epsilon=s.eps_low, epsilon_high=s.eps_high, beta=s.kl_beta, loss_type="dapo", scale_rewards="group",
                       temperature=s.train_temperature, top_p=1.0, max_completion_length=s.max_new_tokens, shuffle_dataset=False,
-                      bf16=cuda and s.dtype != "float32", use_cpu=not cuda, gradient_checkpointing=False, seed=s.seed, data_seed=s.seed,
+                      bf16=cuda and s.dtype != "float32", use_cpu=not cuda, gradient_checkpointing=cuda, seed=s.seed, data_seed=s.seed,
                       logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
                       report_to="none", dataloader_num_workers=0, **kw)
 

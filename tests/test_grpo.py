@@ -117,3 +117,29 @@ def test_vllm_colocate_grpo(tmp_path):
         assert len(calls) >= 2 and sum(calls) >= 8, calls           # every policy turn went through the trainer's engine
         print(f"sleep={sleep}: {len(calls)} engine calls, rewards {[h['reward'] for h in step_log(tr)]}")
         del tr; torch.cuda.empty_cache()
+
+
+def test_micro_batches_give_the_same_update(tiny, tmp_path):
+    """`micro_batch`: the step's rollouts go through forward/backward in passes of `micro_batch` with gradient
+    accumulation, generated once and applied once — the same update as one pass over the whole batch."""
+    import copy
+    from calirl.grpo import grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
+    from calirl.users import artifact_simulator
+    model, tok, items = tiny
+    out = {}
+    for micro in (0, 2):
+        s = replace(SETTINGS, micro_batch=micro)
+        cfg = grpo_config(tmp_path / f"m{micro}", 1, s, save_steps=1)
+        assert cfg.gradient_accumulation_steps == (1 if micro == 0 else 2)
+        rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
+        calls = []
+        inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))
+        rf = lambda prompts, trainer: (calls.append(len(prompts)), inner(prompts, trainer))[1]
+        def varied(prompts, completions, completion_ids, **kw):                 # any reward that differs within a group
+            return [float(sum(c) % 7) for c in completion_ids]
+        tr = train_grpo(copy.deepcopy(model), tok, rows, varied, cfg, rollout_func=rf)
+        assert calls == [SETTINGS.grpo_batch] and len(step_log(tr)) == 1, calls     # generated once, for the whole batch
+        out[micro] = tr.model
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out[0].parameters()))   # the step did move the policy
+    for a, b in zip(out[0].parameters(), out[2].parameters()):
+        assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
