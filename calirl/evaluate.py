@@ -64,16 +64,15 @@ class EvalJob:
     temperature: float
     device: str = "cpu"
     dtype: str = "auto"
+    backend: str = "hf"         # the policy's generation backend (`rollout_backend`)
     train_seed: int = 0        # the GRPO training seed of the policy (Table 2's policies: the profile's `seed`)
     policy_prompt: str = "plain"   # how the policy is prompted (`calirl.prompts.policy_turns`)
 
 def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     "Evaluate `j`'s policy on each task: per-conversation rows (with method and seed) and (method, seed, conversation) triples."
-    from calirl.backends import HFBackend
-    from calirl.components import make_judge, make_user
-    from calirl.models import load_model
-    model, tok = load_model(j.model, device=j.device, dtype=j.dtype)
-    pol, user, judge = HFBackend(model, tok), make_user(**j.user), make_judge(**j.judge)
+    from calirl.components import generation_backend, make_judge, make_user
+    pol = generation_backend(j.model, j.backend, j.device, j.dtype)      # hf, or vllm as the profile's rollout_backend says
+    tok, user, judge = pol.tokenizer, make_user(**j.user), make_judge(**j.judge)
     rows, trajs = [], []
     for task, its in j.items.items():
         T, df = evaluate_policy(pol, tok, user, its, j.H, j.max_new_tokens, j.temperature, seed=1000 + j.seed, judge=judge, policy_prompt=j.policy_prompt)
