@@ -13,8 +13,11 @@ def _wheel(tmp_path: Path) -> Path:
     for f in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "settings.ini"): shutil.copy(ROOT / f, src / f)
     shutil.copytree(ROOT / "calirl", src / "calirl", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "nbs", src / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "-w", str(tmp_path / "dist"), "--no-deps",
-                        "--no-build-isolation", "-q"], capture_output=True, text=True, timeout=300)
+    from importlib.metadata import version
+    local = int(version("setuptools").split(".")[0]) >= 77             # pyproject.toml needs setuptools >= 77 to build
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "-w", str(tmp_path / "dist"), "--no-deps", "-q",
+                        *(["--no-build-isolation"] if local else [])],   # else pip fetches it into an isolated build env
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     (whl,) = (tmp_path / "dist").glob("calirl-*.whl")
     return whl
