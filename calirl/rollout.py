@@ -27,15 +27,16 @@ def _sanitize(text:str, tok) -> str:
     for s in tok.all_special_tokens: text = text.replace(s, " ")
     return text
 
-def turn_segment(tok, user_text:str, after_eos:bool) -> list[int]:
-    "Token ids the template places between the end of a policy turn and the policy's next turn."
+def turn_segment(tok, user_text:str, after_eos:bool, ends:list[str]|None=None) -> list[int]:
+    "Token ids the template places between the end of a policy turn and the policy's next turn (`ends`: the turn-end tokens, if the caller has them)."
     base = [{"role": "user", "content": "U"}, {"role": "assistant", "content": "\x00A"}]
     a = tok.apply_chat_template(base, tokenize=False)
     b = tok.apply_chat_template(base + [{"role": "user", "content": _sanitize(user_text, tok)}], tokenize=False, add_generation_prompt=True)
     cut = a.index("\x00A") + 2
     if b[:cut] != a[:cut]: raise ValueError("the chat template renders earlier turns differently once a turn is added")
     seg = b[cut:]
-    ends = [tok.convert_ids_to_tokens(i) for i in turn_end_ids(tok)] if after_eos else []
+    if not after_eos: ends = []
+    elif ends is None: ends = [tok.convert_ids_to_tokens(i) for i in turn_end_ids(tok)]
     seg = next((seg[len(e):] for e in ends if e and seg.startswith(e)), seg)
     return tok(seg, add_special_tokens=False)["input_ids"]
 
@@ -56,7 +57,8 @@ class PolicySpeaker:
 
     def __post_init__(self):
         self.max_len = self.max_len or getattr(self.tok, "model_max_length", 10**9)
-        self.ends = set(turn_end_ids(self.tok))          # the ids that close a policy turn
+        self.ends = set(turn_end_ids(self.tok))          # the ids that close a policy turn, found once
+        self.end_tokens = [self.tok.convert_ids_to_tokens(i) for i in sorted(self.ends)]
 
     def hear(self, convs:list[Conversation], turns:list) -> None:
         "Count the user's tokens; on the opening, start the sequence with the prompt."
@@ -71,7 +73,7 @@ class PolicySpeaker:
         n = len(c.prompt_ids) + len(c.completion_ids)
         if c.n_policy_turns:
             last_eos = bool(c.completion_ids) and c.completion_ids[-1] in self.ends
-            seg = turn_segment(self.tok, c.messages[-1]["content"], after_eos=last_eos)
+            seg = turn_segment(self.tok, c.messages[-1]["content"], after_eos=last_eos, ends=self.end_tokens)
             if n + len(seg) + self.max_new_tokens > self.max_len:
                 c.termination = "context_overflow"
                 return False
