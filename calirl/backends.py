@@ -8,10 +8,12 @@ OpenAI-compatible HTTP endpoint (the large evaluation simulator and judge)."""
 # %% auto #0
 __all__ = ['LEAN_ARCHS', 'ENGINES', 'Completion', 'chat_prompt_ids', 'Backend', 'turn_end_token', 'turn_end_ids', 'stop_ids',
            'cut_at_stop', 'left_pad', 'sampling_kwargs', 'lean_reason', 'PrefixCache', 'rms_norm', 'rotate', 'attend',
-           'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'VLLMBackend', 'BackendError', 'OpenAIBackend']
+           'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'VLLMBackend', 'BackendError', 'OpenAIBackend',
+           'answers', 'LocalServer', 'serve_locally']
 
 # %% ../nbs/04a_backends.ipynb #0ffcb11d
-import json, os, random as _random, socket, time, urllib.error, urllib.request
+import atexit, importlib.util, json, os, random as _random, signal, socket, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
+from pathlib import Path
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -457,3 +459,69 @@ class OpenAIBackend(Backend):
 
     def generate(self, prompts, max_new_tokens, temperature=1.0, top_p=1.0, seed=None, stop_token_ids=None):
         raise NotImplementedError("OpenAIBackend works on chat messages, not token ids: use generate_chat")
+
+# %% ../nbs/04a_backends.ipynb #9c92ee99
+def answers(base_url:str, timeout:float=1.0) -> bool:
+    "Whether an HTTP server answers `GET /models` at `base_url` (with any status: the address is taken)."
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=timeout): return True
+    except urllib.error.HTTPError: return True
+    except (OSError, HTTPException): return False
+
+def _die_with_parent() -> None:
+    "In the child, before exec: ask Linux to send SIGTERM when the process that started it dies."
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)      # PR_SET_PDEATHSIG
+    except OSError: pass                                                       # not Linux: `stop()` and atexit still end it
+
+@dataclass
+class LocalServer:
+    "An endpoint at `base_url`; `proc` is the `transformers serve` process this kit started (None: someone else's)."
+    base_url: str
+    proc: subprocess.Popen | None = None
+    log: Path | None = None
+
+    @property
+    def owned(self) -> bool: return self.proc is not None
+
+    def stop(self, grace:float=10.0) -> None:
+        "End the server if this kit started it; a server found running is left alone."
+        if self.proc is None or self.proc.poll() is not None: return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try: self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.stop()
+
+
+# %% ../nbs/04a_backends.ipynb #fc027b3d
+def serve_locally(base_url:str, device:str="cpu", log:str|Path|None=None, timeout:float=300.0) -> LocalServer:
+    "Start `transformers serve` at `base_url` (127.0.0.1 only) unless something answers there already; return once it answers."
+    u = urllib.parse.urlsplit(base_url)
+    if u.hostname not in ("127.0.0.1", "localhost") or not u.port:
+        raise ValueError(f"serve = true starts a server on this machine, so openai_base_url must be http://127.0.0.1:<port>/v1, got {base_url!r}")
+    if answers(base_url): return LocalServer(base_url)
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    exe = Path(sys.executable).parent / "transformers"
+    if missing or not exe.exists(): raise BackendError(f"cannot start `transformers serve`: it needs {', '.join(missing) or 'the transformers CLI'}; "
+                                                       "install with: pip install 'transformers[serving]'")
+    log = Path(log) if log else Path(tempfile.mkdtemp(prefix="calirl-serve-")) / "serve.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [str(exe), "serve", "--host", u.hostname, "--port", str(u.port)] + (["--device", device] if device != "auto" else [])
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+    server = LocalServer(base_url, proc, log)
+    atexit.register(server.stop)
+    deadline = time.time() + timeout
+    while not answers(base_url):
+        if proc.poll() is not None or time.time() > deadline:
+            server.stop()
+            why = f"exited with {proc.returncode}" if proc.returncode is not None else f"did not answer within {timeout:.0f} s"
+            raise BackendError(f"`{' '.join(cmd)}` {why}; the end of its log ({log}):\n{log.read_text()[-2000:]}")
+        time.sleep(0.3)
+    return server
+

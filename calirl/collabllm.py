@@ -58,15 +58,16 @@ def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]
 
 # %% ../nbs/09a_collabllm.ipynb #d0f4d989
 def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_key:str="0") -> dict:
-    "A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts."
+    "A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts (an item without a tiny-world goal: seed and turn count only)."
     opening, g = messages[0]["content"], item.goal
+    turns = sum(m["role"] == "assistant" for m in messages)
+    if not g: return {"seed": seed_key, "assistant_turns": turns}          # a model user (world = collabllm) keeps no scripted memory
     if item.task == "math-chat": shown = {"a"} if str(g["a"]) in opening.split() else set()
     else: shown = {"draft"} if render_doc(g["draft"]) in opening else set()
     hidden = [f for f in fact_order(item) if f not in shown]
     n_rev = sum("reveal" in a for a in acts[1:])
     revealed = list(hidden) if any("leak_hidden" in a for a in acts) else hidden[:n_rev]
-    return {"seed": seed_key, "hidden": hidden, "revealed": revealed,
-            "assistant_turns": sum(m["role"] == "assistant" for m in messages)}
+    return {"seed": seed_key, "hidden": hidden, "revealed": revealed, "assistant_turns": turns}
 
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],

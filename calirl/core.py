@@ -52,10 +52,10 @@ class Profile:
     data_source: str = _key("world = collabllm: where the items come from — empty for the hub's CollabLLM datasets, or a local folder with <task>.parquet (or a <task>/ folder of Parquet files) per task, in CollabLLM's schema")
     data_revision: str = _key("world = collabllm: the hub revision (commit, tag or branch) its datasets are read at; empty: the latest")
     # models
-    policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id (pinned: `org/model@revision`) or local path")
-    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny`, a hub id (pinned: `org/model@revision`) or a path")
-    oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id")
-    judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id")
+    policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id (pinned: `org/model@revision`) or local path (`./…`: relative to the project)")
+    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny`, a hub id (pinned: `org/model@revision`) or a path (`./…`: relative to the project)")
+    oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id or path (`./…`: relative to the project)")
+    judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id or path (`./…`: relative to the project)")
     tiny_arch: str = _key("architecture of locally built tiny models", ("qwen2", "gemma3"))
     tiny_hidden: int = _key("hidden size of locally built tiny models", lo=16, hi=8192)
     tiny_layers: int = _key("layers of locally built tiny models", lo=1, hi=128)
@@ -70,6 +70,11 @@ class Profile:
     eval_backend: str = _key("who plays the evaluation user (`scripted`: the scripted human; `openai`: `oracle_model` behind "
                              "`openai_base_url`), and where an oracle or judge model is served", ("scripted", "openai"))
     openai_base_url: str = _key("OpenAI-compatible endpoint for eval_backend=openai (key from OPENAI_API_KEY)")
+    serve: bool = _key("start `transformers serve` at `openai_base_url` (a 127.0.0.1 address) in each notebook that calls the endpoint, "
+                       "when nothing answers there yet, and stop it when the notebook ends; false: the endpoint is yours to run")
+    standins: str = _key("a folder (relative to the project) that 04_models fills, when it is empty, with stand-ins for the paper's "
+                         "models and data: tiny Gemma-3 `policy`, Qwen2 `simulator` and `oracle` on the hub's chat templates, "
+                         "CollabLLM-schema `data/`; empty: none")
     # data
     n_train_items: int = _key("training items per task", lo=1, hi=MANY)
     n_eval_items: int = _key("held-out evaluation items per task (paper: 200)", lo=1, hi=MANY)
@@ -104,6 +109,8 @@ class Profile:
     disc_epochs: int = _key("epochs of each DIAL discriminator", lo=1, hi=1000)
     disc_lr: float = _key("learning rate of each DIAL discriminator", gt=0, hi=1)
     dpo_lr: float = _key("DPO learning rate", gt=0, hi=1)
+    min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
+                          "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
     dpo_beta: float = _key("DPO β (0 would make the DPO loss constant)", gt=0)
     phase2_simulator: str = _key("simulator Phase II trains against", ("sft", "dial"))
     # Phase II: multi-turn GRPO

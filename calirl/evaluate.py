@@ -76,7 +76,8 @@ def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     rows, trajs = [], []
     for task, its in j.items.items():
         T, df = evaluate_policy(pol, tok, user, its, j.H, j.max_new_tokens, j.temperature, seed=1000 + j.seed, judge=judge, policy_prompt=j.policy_prompt)
-        rows.append(df.assign(method=j.method, seed=j.seed, train_seed=j.train_seed))
+        rows.append(df.assign(method=j.method, seed=j.seed, train_seed=j.train_seed, user=j.user.get("name", j.user["kind"]),
+                              judge=j.judge.get("model", j.judge["kind"])))     # who played the user, who judged
         trajs += [(j.method, j.seed, t) for t in T]
     return pd.concat(rows, ignore_index=True), trajs
 

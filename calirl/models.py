@@ -9,10 +9,11 @@ models live in `04a_backends`."""
 
 # %% auto #0
 __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', 'HUB_FAMILIES', 'ARCHS', 'CHECK_TEXTS',
-           'LORA_DEFAULTS', 'TEXT_KEYS', 'train_tokenizer', 'with_role', 'trl_chat_template', 'with_hub_template',
-           'simulator_template', 'tiny_config', 'n_params', 'build_tiny_model', 'TokenizerMismatchError',
-           'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype', 'pick_attention', 'split_revision',
-           'load_tokenizer', 'causal_lm', 'load_model']
+           'LORA_DEFAULTS', 'TEXT_KEYS', 'STANDINS', 'train_tokenizer', 'with_role', 'trl_chat_template',
+           'with_hub_template', 'simulator_template', 'tiny_config', 'n_params', 'build_tiny_model',
+           'TokenizerMismatchError', 'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype',
+           'pick_attention', 'split_revision', 'load_tokenizer', 'causal_lm', 'load_model', 'standin_texts',
+           'build_standin', 'build_standins']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -248,3 +249,46 @@ def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:
         model = get_peft_model(model, LoraConfig(**{**LORA_DEFAULTS, **lora}))
     model.generation_config.pad_token_id = tok.pad_token_id
     return model.to(dev), tok
+
+# %% ../nbs/04_models.ipynb #c2aa89dd
+STANDINS = {   # stand-in -> (architecture, hub chat template): the paper's policy is a Gemma-3, its simulator and oracle are Qwen models
+    "policy": ("gemma3", "gemma3"),
+    "simulator": ("qwen2", "qwen2_5"),
+    "oracle": ("gemma3", "qwen2_5"),   # Qwen's template on a Gemma body: `transformers serve` parses a qwen2 model's replies
+}                                      # for reasoning and tool calls, and returned empty content for a random model's text
+
+def standin_texts(items:list) -> list[str]:
+    "What the stand-ins' tokenizer learns from: the items' texts and answers, and every prompt of the paper the kit sends."
+    from calirl import prompts
+    texts = [t for it in items for t in (it.x, str(it.y_star))]
+    return texts + [v for k, v in sorted(vars(prompts).items()) if k.isupper() and isinstance(v, str) and len(v) > 40]
+
+def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layers:int=1, seed:int=0) -> Path:
+    "Save a randomly initialised tiny `arch` model at `path`, its tokenizer carrying hub `family`'s chat template."
+    from calirl.backends import turn_end_ids
+    tok = with_hub_template(tok, family)
+    cfg = tiny_config(arch, hidden, layers, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg.bos_token_id = tok.bos_token_id
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.generation_config.eos_token_id = turn_end_ids(tok)        # Gemma's turns end with <end_of_turn>, not <eos>
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.bos_token_id = tok.bos_token_id
+    return save_model(model.eval(), tok, path, check_texts=("12 + 7 = 19 . the answer is 19",))
+
+def build_standins(folder:str|Path, n_items:int, hidden:int=32, layers:int=1, vocab_size:int=512, seed:int=0) -> Path:
+    "Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if built alike."
+    from calirl.tasks import TASKS, tiny_items, write_collabllm_fixture
+    folder = Path(folder)
+    spec = dict(n_items=n_items, hidden=hidden, layers=layers, vocab_size=vocab_size, seed=seed, models=STANDINS)
+    manifest = folder / "STANDINS.json"
+    if manifest.is_file() and json.loads(manifest.read_text()) == json.loads(json.dumps(spec)): return folder
+    items = {t: tiny_items(t, "train", n_items, seed) for t in TASKS}
+    tok = train_tokenizer(standin_texts([it for its in items.values() for it in its]), vocab_size)
+    for k, (name, (arch, family)) in enumerate(STANDINS.items()):
+        build_standin(tok, arch, family, folder / name, hidden, layers, seed + k)
+    for t, its in items.items(): write_collabllm_fixture(folder / "data" / f"{t}.parquet", its)
+    with atomic_path(manifest) as tmp_manifest: Path(tmp_manifest).write_text(json.dumps(spec, indent=1))
+    return folder
+

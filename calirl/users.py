@@ -211,15 +211,20 @@ class PromptedSimulator:
     generate: Callable                    # list of chats -> list of texts
     name: str = "prompted-simulator"
     stats: ParseStats = field(default_factory=ParseStats)
+    answered: int = 0                     # batches the model answered; until one has, a failure is a setup error, not noise
 
     def respond(self, items:list[TaskItem], chats:list[list[dict]], states:list[dict]) -> list[UserTurn]:
-        "Prompt the model once for the whole batch; parse every reply leniently."
+        "Prompt the model once for the whole batch; parse every reply leniently. A failed call is counted, unless no call has worked yet."
         prompts = [[{"role": "user", "content": user_simulator_prompt(it.task, goal_text(it), chat)}] for it, chat in zip(items, chats)]
         try: texts = list(self.generate(prompts))
         except Exception as e:
+            if not self.answered:
+                raise RuntimeError(f"{self.name} cannot play the user: its first call failed ({type(e).__name__}: {e})") from e
             texts = [""] * len(items)
             err = f"generate_error:{type(e).__name__}"
-        else: err = None
+        else:
+            err = None
+            self.answered += 1
         out = []
         for t in texts:
             p = self.stats.add(parse_user(t))

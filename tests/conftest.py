@@ -36,37 +36,60 @@ def nb_project(tmp_path_factory) -> Path:
     "One copy shared by the notebook tests, which hand artifacts to each other in run order."
     return copy_project(tmp_path_factory.mktemp("nbtest") / "proj")
 
-_SMOKE = {}   # the background smoke reproduction: project, process, log files
+_BG = {}   # fixture name -> the background reproduction it waits for: project, process, log files
+BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, folder prefix)
+    "smoke_reproduction": ("smoke", [], "calirl-smoke-"),
+    # the paper's code path on stand-ins, from the notebook that builds them (00–03 run the same code in smoke);
+    # its endpoint on a free port, so that nothing else on the machine can answer in its place
+    "paper_mini_reproduction": ("paper-mini", ["--from", "04_models"], "calirl-paper-mini-"),
+}
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 def pytest_collection_modifyitems(session, config, items):
-    "Start the smoke reproduction as soon as a collected test needs it and run the tests that read it last, so that it runs beside all the others."
-    needs = lambda it: "smoke_reproduction" in getattr(it, "fixturenames", ())
+    "Start each background reproduction a collected test needs and run the tests that read one last, so that they run beside all the others."
+    needs = lambda it: any(f in getattr(it, "fixturenames", ()) for f in BACKGROUND)
     items[:] = [it for it in items if not needs(it)] + [it for it in items if needs(it)]   # stable: each group keeps its order
-    if _SMOKE or not any(map(needs, items)): return
     import tempfile
-    root = Path(tempfile.mkdtemp(prefix="calirl-smoke-"))
-    proj = copy_project(root / "proj")
-    out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
-    proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", "smoke"], cwd=proj, stdout=out, stderr=err, text=True)
-    _SMOKE.update(root=root, proj=proj, proc=proc, out=out, err=err)
+    for fixture, (prof, extra, prefix) in BACKGROUND.items():
+        if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
+        root = Path(tempfile.mkdtemp(prefix=prefix))
+        proj = copy_project(root / "proj")
+        if prof == "paper-mini": extra = extra + ["-p", f"openai_base_url=http://127.0.0.1:{_free_port()}/v1"]
+        out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
+        proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", prof, *extra], cwd=proj, stdout=out, stderr=err, text=True)
+        _BG[fixture] = dict(root=root, proj=proj, proc=proc, out=out, err=err)
 
 def pytest_sessionfinish(session, exitstatus):
-    "Stop a smoke reproduction no test waited for, and remove its folder."
-    if not _SMOKE: return
-    if _SMOKE["proc"].poll() is None:
-        _SMOKE["proc"].kill()
-        _SMOKE["proc"].wait()
-    _SMOKE["out"].close()
-    _SMOKE["err"].close()
-    shutil.rmtree(_SMOKE["root"], ignore_errors=True)
+    "Stop the background reproductions no test waited for, and remove their folders."
+    for bg in _BG.values():
+        if bg["proc"].poll() is None:
+            bg["proc"].kill()
+            bg["proc"].wait()
+        bg["out"].close()
+        bg["err"].close()
+        shutil.rmtree(bg["root"], ignore_errors=True)
+
+def _wait(fixture:str, timeout:int=900):
+    "The project and finished process of background reproduction `fixture`."
+    bg = _BG[fixture]
+    try: bg["proc"].wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        bg["proc"].kill()
+        pytest.fail(f"{' '.join(bg['proc'].args[1:])} took over {timeout} s")
+    read = lambda f: (f.seek(0), f.read())[1]
+    return bg["proj"], subprocess.CompletedProcess(bg["proc"].args, bg["proc"].returncode, read(bg["out"]), read(bg["err"]))
 
 @pytest.fixture(scope="session")
 def smoke_reproduction():
     "One real `calirl reproduce --profile smoke` of the whole pipeline, started in the background at collection and shared by the tests that inspect it."
-    proc = _SMOKE["proc"]
-    try: proc.wait(timeout=900)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail("calirl reproduce --profile smoke took over 900 s")
-    read = lambda f: (f.seek(0), f.read())[1]
-    return _SMOKE["proj"], subprocess.CompletedProcess(proc.args, proc.returncode, read(_SMOKE["out"]), read(_SMOKE["err"]))
+    return _wait("smoke_reproduction")
+
+@pytest.fixture(scope="session")
+def paper_mini_reproduction():
+    "One real `calirl reproduce --profile paper-mini` from 04_models on: the paper's code path on stand-in models, in the background."
+    return _wait("paper_mini_reproduction")

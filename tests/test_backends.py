@@ -4,7 +4,7 @@ import http.server, importlib.util, json, logging, os, signal, socket, subproces
 import pytest, torch
 from conftest import BIN
 from transformers.utils import logging as hf_logging
-from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer
+from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer, with_role
 from calirl import backends
 from calirl.backends import BackendError, Completion, HFBackend, OpenAIBackend, VLLMBackend, chat_prompt_ids
 
@@ -306,3 +306,30 @@ def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
             os.killpg(proc.pid, signal.SIGTERM)
             try: proc.wait(10)
             except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(5)
+
+@pytest.mark.timeout(120)
+def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tmp_path, tok):
+    """`serve_locally` (what `serve = true` runs): no model is named at start, each request names a local folder, the
+    answers are that model's, a second call finds the server and leaves it alone, and `stop()` ends it."""
+    from calirl.backends import answers, serve_locally
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing or not (BIN / "transformers").exists():
+        pytest.skip(f"SKIPPED real-server test: `transformers serve` needs {missing or 'the transformers CLI'}; "
+                    f"install with: pip install 'transformers[serving]'")
+    paths = [save_model(scramble(build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=s)[0]), with_role(tok, "policy"), tmp_path / f"m{s}")
+             for s in (0, 1)]
+    msgs = [[{"role": "user", "content": "i have 12 apples"}]]
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
+    try:
+        assert server.owned and answers(url)
+        again = serve_locally(url)
+        assert not again.owned
+        again.stop()
+        assert answers(url)                                                  # found, not started: left running
+        for p in paths:                                                      # two models, each loaded on its first request
+            got = OpenAIBackend(url, str(p), timeout=30, max_retries=1).generate_chat(msgs, 8, temperature=0.0)
+            assert [o.text for o in got] == [o.text for o in HFBackend(*load_model(p, device="cpu")).generate_chat(msgs, 8, temperature=0.0)]
+    finally:
+        server.stop()
+    assert server.proc.poll() is not None and not answers(url)

@@ -90,7 +90,7 @@ def test_notebooks_declare_every_key_their_roles_read():
     "A role reads its keys from the notebook's parameters: each must be declared, or the paper run fails there first."
     every = {k for keys in C.ROLES.values() for k in keys}
     role_keys = lambda a: C.ROLES[a[0].value] if isinstance(a[0], ast.Constant) else every     # a role in a variable: any role's
-    calls = {"user_for": role_keys, "user_spec": role_keys, "judge_for": lambda a: C.JUDGE_KEYS}
+    calls = {"user_for": role_keys, "user_spec": role_keys, "judge_for": lambda a: C.JUDGE_KEYS, "endpoint_for": lambda a: C.SERVE_KEYS}
     checked = 0
     for nb in list_notebooks(ROOT):
         declared = set(declared_parameters(nb))
