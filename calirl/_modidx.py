@@ -515,6 +515,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'calirl.training': { 'calirl.training._step_timer': ('training.html#_step_timer', 'calirl/training.py'),
                                  'calirl.training.bench_sft_step': ('training.html#bench_sft_step', 'calirl/training.py'),
                                  'calirl.training.dpo_train': ('training.html#dpo_train', 'calirl/training.py'),
+                                 'calirl.training.precision_args': ('training.html#precision_args', 'calirl/training.py'),
                                  'calirl.training.preference_pair': ('training.html#preference_pair', 'calirl/training.py'),
                                  'calirl.training.run_trainer': ('training.html#run_trainer', 'calirl/training.py'),
                                  'calirl.training.sft_heldout_loss': ('training.html#sft_heldout_loss', 'calirl/training.py'),
