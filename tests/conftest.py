@@ -39,9 +39,10 @@ def nb_project(tmp_path_factory) -> Path:
 _BG = {}   # fixture name -> the background reproduction it waits for: project, process, log files
 BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, folder prefix)
     "smoke_reproduction": ("smoke", [], "calirl-smoke-"),
-    # the paper's code path on stand-ins, from the notebook that builds them (00–03 run the same code in smoke);
-    # its endpoint on a free port, so that nothing else on the machine can answer in its place
-    "paper_mini_reproduction": ("paper-mini", ["--from", "04_models"], "calirl-paper-mini-"),
+    # the paper's code path on stand-ins: the notebooks that make or read its models, data and endpoint (the library
+    # notebooks run the same code in smoke); its endpoint on a free port, so that nothing else can answer in its place
+    "paper_mini_reproduction": ("paper-mini", ["--only", "04_models", "04c", "05_rollout", "06", "07", "09_grpo", "09a", "10", "11", "14"],
+                                "calirl-paper-mini-"),
 }
 
 def _free_port() -> int:
