@@ -4,10 +4,12 @@ repository root: `python .ci/gpu_check.py`. It needs no network and takes a few 
 1. the vLLM backend test (log-probabilities of vLLM's samples against a forward pass of the same weights),
 2. the colocated-vLLM GRPO test (two GRPO steps whose multi-turn rollouts go through TRL's colocated engine),
 3. a rollout throughput measurement: one batch of prompts, tiny policy, vLLM vs Hugging Face `generate` on the GPU,
+4. `calirl reproduce --profile paper-mini` (the paper's code path on stand-in models) on the GPU in bf16, once with
+   the policy's rollouts on Hugging Face `generate` and once on vLLM,
 
 and prints what each took, tokens per second, and the peak GPU memory of each part (torch's own counter for what
 runs in this process, `nvidia-smi` sampled every 0.2 s for the subprocesses). A part whose requirement is missing
-says so and the check goes on. `paper-mini` (the paper's code path on tiny models) is not built yet; the check says so.
+says so and the check goes on.
 """
 import importlib.util, json, os, shutil, subprocess, sys, tempfile, threading, time
 from pathlib import Path
@@ -87,6 +89,34 @@ def rollout_throughput(n:int=256, new:int=64) -> None:
               f"(peak GPU memory {mem.peak} MiB; vLLM reserves gpu_memory_utilization of the card)", flush=True)
 
 
+PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "09_grpo", "09a", "10", "11", "14"]   # as tests/test_paper_path.py
+
+def paper_mini(backend:str) -> None:
+    "`calirl reproduce --profile paper-mini` on the GPU (bf16) in a copy of the project, the policy's rollouts on `backend`."
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    name = f"paper_mini_{backend}"
+    with tempfile.TemporaryDirectory() as d:
+        proj = Path(d) / "proj"
+        shutil.copytree(ROOT / "nbs", proj / "nbs")
+        for f in ("settings.ini", "pyproject.toml"): shutil.copy(ROOT / f, proj / f)
+        cmd = [str(Path(sys.executable).parent / "calirl"), "reproduce", "--profile", "paper-mini", "--only", *PAPER_MINI,
+               "-p", "device=cuda", "-p", "dtype=bfloat16", "-p", f"rollout_backend={backend}",
+               "-p", f"openai_base_url=http://127.0.0.1:{port}/v1"]
+        t0 = time.time()
+        with PeakMemory() as mem:
+            try: r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired as e: r = subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
+        table = proj / "figures" / "paper-mini" / "table2.md"
+        tail = (str(r.stdout) + str(r.stderr)).strip().splitlines()[-6:]
+        OUT[name] = dict(rc=r.returncode, seconds=round(time.time() - t0, 1), peak_gpu_mib=mem.peak,
+                         table2_rows=max(0, len(table.read_text().splitlines()) - 2) if table.exists() else 0, tail=tail)
+    print(f"== {name}: rc {r.returncode}, {OUT[name]['seconds']} s, peak GPU memory {mem.peak} MiB, Table 2 rows {OUT[name]['table2_rows']}")
+    print("\n".join("   " + l for l in tail), flush=True)
+
+
 def main() -> int:
     t_all = time.time()
     import torch
@@ -102,8 +132,11 @@ def main() -> int:
     except Exception as e:                      # report and go on: the check's job is to say what happened
         OUT["rollout"] = f"failed: {type(e).__name__}: {e}"
         print(f"== rollout throughput failed: {type(e).__name__}: {e}")
-    OUT["paper_mini"] = "not built yet: the paper-mini profile does not exist"
-    print("== paper-mini: not built yet")
+    paper_mini("hf")
+    if importlib.util.find_spec("vllm") is not None: paper_mini("vllm")
+    else:
+        OUT["paper_mini_vllm"] = "skipped: vllm is not installed"
+        print("== paper-mini on vLLM: skipped (vllm is not installed)")
     OUT["total_seconds"] = round(time.time() - t_all, 1)
     print(json.dumps(OUT))
     failed = [k for k, v in OUT.items() if isinstance(v, dict) and v.get("rc", 0) != 0]
