@@ -89,7 +89,7 @@ def rollout_throughput(n:int=256, new:int=64) -> None:
               f"(peak GPU memory {mem.peak} MiB; vLLM reserves gpu_memory_utilization of the card)", flush=True)
 
 
-PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "09_grpo", "09a", "10", "11", "14"]   # as tests/test_paper_path.py
+PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "10", "11", "14"]   # as tests/test_paper_path.py
 
 def paper_mini(backend:str) -> None:
     "`calirl reproduce --profile paper-mini` on the GPU (bf16) in a copy of the project, the policy's rollouts on `backend`."

@@ -417,10 +417,10 @@ def _texts(dialogues:list[Conversation]) -> list[str]:
     "Every user message of `dialogues`."
     return [m["content"] for d in dialogues for m in d.messages if m["role"] == "user"]
 
-def _mean_reward(dialogues:list[Conversation], items:list[TaskItem]) -> float:
-    "Mean task reward of `dialogues` (unscorable ones left out)."
+def _mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verifier") -> float:
+    "Mean task reward of `dialogues` by `judge` (unscorable ones left out)."
     by_id = {it.item_id: it for it in items}
-    v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages, termination=d.termination)).value is not None]
+    v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages, judge, termination=d.termination)).value is not None]
     return float(np.mean(v)) if v else float("nan")
 
 # %% ../nbs/08_realism.ipynb #45c90517
@@ -436,9 +436,13 @@ def realism_report(users:dict,                        # name -> user model (`res
                    mauve_seeds:int=5,                  # k-means seeds MAUVE is averaged over
                    lsm_rules:str|dict="tiny",          # a key of `LSM_RULES`, or such a dict
                    R_max:float=1.0,                    # reward range, for Theorem 3.2's bound
+                   judge="verifier",                   # who scores the conversations for J (`calirl.rewards.task_reward`)
+                   tiny_rules:bool=True,               # the tiny world's act labels: δ̂, sycophancy, leaks, reveals (else NaN)
                    log=print) -> pd.DataFrame:
     "One row per user model (the real user first, re-run) of every realism metric, δ̂_t and Theorem 3.2's bound."
+    if not (tiny_rules or assistant): raise ValueError("without the tiny world's rules, pass the fixed `assistant` (e.g. the base policy as a `TextPolicy`)")
     A, rules = assistant or TextAssistant(), LSM_RULES[lsm_rules] if isinstance(lsm_rules, str) else lsm_rules
+    nan = float("nan")
     real_name = getattr(real_user, "name", "real user")
     D_real = dialogues_with(real_user, items, H, seed, A)
     sel = list(range(len(D_real))) if not n_hist or n_hist >= len(D_real) else \
@@ -446,9 +450,9 @@ def realism_report(users:dict,                        # name -> user model (`res
     pre = history_prefixes([D_real[i] for i in sel])
     hist_items = [items[i] for i in sel]
     turns = [t for _, t, _ in pre]
-    R = next_act_samples(real_user, hist_items, pre, n_samples, seed)
+    R = next_act_samples(real_user, hist_items, pre, n_samples, seed) if tiny_rules else None
     real_texts = _texts(D_real)
-    J_real = _mean_reward(D_real, items)
+    J_real = _mean_reward(D_real, items, judge)
     models = {real_name: (real_user, seed + 1), **{n: (u, seed) for n, u in users.items() if n != real_name}}
     runs = {}
     for name, (u, s) in models.items():
@@ -463,11 +467,12 @@ def realism_report(users:dict,                        # name -> user model (`res
         texts = _texts(D)
         sample = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), m))]
         sess = [x for k, d in enumerate(D) if (x := session_lsm(d.messages, **rules, seed=seed + k)) is not None]
-        syc = sycophancy_probe(u, items, s)
-        reps = replies(D, items)
-        agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in reps if a and set(a) & _LABELS]
-        dh = delta_hat(R, next_act_samples(u, hist_items, pre, n_samples, s), turns, len(sel), H)
-        J = _mean_reward(D, items)
+        if tiny_rules:
+            syc = sycophancy_probe(u, items, s)
+            agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in replies(D, items) if a and set(a) & _LABELS]
+            dh = delta_hat(R, next_act_samples(u, hist_items, pre, n_samples, s), turns, len(sel), H)
+        else: syc, agree, dh = None, [], np.full(H, nan)     # no act labels off the tiny world: these stay unmeasured
+        J = _mean_reward(D, items, judge)
         term = termination_stats(D, H)
         rows[name] = dict(
             role="real (re-run)" if name == real_name else "simulator", user_messages=len(texts),
@@ -476,12 +481,12 @@ def realism_report(users:dict,                        # name -> user model (`res
             **dict(zip(("mauve", "mauve_std"), mauve_mean_std(texts, real_texts, embed, mauve_seeds, seed))),
             lsm_session=float(np.mean(sess)) if sess else float("nan"), lsm_sessions=len(sess),
             lsm_real=lsm_resampled(category_counts(texts), category_counts(real_texts), rules["N"], rules["K"], seed=seed),
-            sycophancy=sycophancy_rate(syc), goal_leak=goal_leak_rate(D, items),
+            sycophancy=sycophancy_rate(syc) if tiny_rules else nan, goal_leak=goal_leak_rate(D, items) if tiny_rules else nan,
             terminated=term["terminated"], turn_cap=term["turn_cap"], mean_end_turn=term["mean_end_turn"],
             **{f"end_at_{t}": v for t, v in enumerate(term["end_turn_hist"])},
-            act_agreement=float(np.mean(agree)) if agree else float("nan"), right_reveal=right_reveal_rate(D, items), J=J, J_gap=abs(J - J_real),
+            act_agreement=float(np.mean(agree)) if agree else nan, right_reveal=right_reveal_rate(D, items) if tiny_rules else nan, J=J, J_gap=abs(J - J_real),
             **{f"delta_{t}": float(v) for t, v in enumerate(dh)}, delta_mean=float(dh.mean()),
-            bound_32=bound_32_H2(dh, R_max))
+            bound_32=bound_32_H2(dh, R_max) if tiny_rules else nan)
         log(f"{name}: metrics in {time.time() - t0:.1f} s")
     df = pd.DataFrame(rows).T.rename_axis("user").reset_index()
     df.attrs.update(H=H, n_dialogues=len(D_real), n_hist=len(sel), n_samples=n_samples, message_sample=m, J_real=J_real,

@@ -182,8 +182,6 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
 
 # %% ../nbs/02_tasks.ipynb #485b486e
 WORLD_BOUND = {   # notebook -> (the worlds it runs in, why not elsewhere)
-    "08_realism": (("tiny",), "its fixed assistant reads tiny-world goals from the text, and its act labels, sycophancy probe and "
-                              "reveal rates follow tiny-world rules; a paper-path realism report is not built"),
     "12_validity": (("tiny",), "its policy zoo holds scripted tiny-world assistants, and with the verifier as judge it labels "
                                 "user messages by tiny-world rules; a paper-path zoo is not built"),
     "13_artifacts": (("tiny",), "its artifact users are scripted tiny-world users and its cells train on tiny-world items; "

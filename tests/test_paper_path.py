@@ -17,7 +17,7 @@ def test_paper_mini_runs_every_notebook_and_fills_table_2(paper_mini_reproductio
     proj, r = paper_mini_reproduction
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     refused = {s.name: s.why for s in make_plan(proj, "paper-mini")[1] if s.action == "skip"}
-    assert sorted(refused) == ["08_realism", "12_validity", "13_artifacts"]   # bound to the tiny world, each with its reason
+    assert sorted(refused) == ["12_validity", "13_artifacts"]                 # bound to the tiny world, each with its reason
     assert all(re.fullmatch(rf"{n} runs only in world = tiny: \S.+", w) for n, w in refused.items()), refused
     t2 = pd.read_csv(proj / "figures" / "paper-mini" / "table2.csv")
     assert set(t2.method) == {"Base", "CollabLLM", "Static Context", "Naive Interactive", "Calibrated Interactive", "Oracle"}
@@ -48,7 +48,10 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     assert (logs["judge"]["kind"], logs["judge"]["model"]) == ("llm-judge", str(st / "oracle"))
     R = pd.read_parquet(proj / RUN / "artifacts" / "eval" / "results.parquet")
     assert set(R.user) == {f"eval:{st / 'oracle'}"} and set(R.judge) == {str(st / "oracle")}
-    for nb in ("05_rollout", "06_simulator_sft", "07_dial", "09_grpo", "10_evaluate"):   # each reached the server it started
+    realism = json.loads((proj / RUN / "artifacts" / "metrics" / "realism.json").read_text())["table"]
+    assert realism[0]["user"] == f"eval:{st / 'oracle'}"                      # 08's real user is the served one; its fixed assistant the base policy
+    assert {row["user"] for row in realism[1:]} == {f"naive:{st / 'simulator'}", "sft-simulator", "dial-it1"}
+    for nb in ("05_rollout", "06_simulator_sft", "07_dial", "08_realism", "09_grpo", "10_evaluate"):   # each reached the server it started
         assert "POST /v1/chat/completions" in (proj / RUN / "logs" / f"serve-{nb}.log").read_text(), nb
     url = next(a for a in r.args if str(a).startswith("openai_base_url=")).split("=", 1)[1]
     assert not answers(url)                                                  # and stopped it
