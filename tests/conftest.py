@@ -45,7 +45,8 @@ BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, fold
                                 "calirl-paper-mini-"),
 }
 
-def _free_port() -> int:
+def free_port() -> int:
+    "A TCP port on 127.0.0.1 that nothing listens on now."
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -60,7 +61,7 @@ def pytest_collection_modifyitems(session, config, items):
         if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
         root = Path(tempfile.mkdtemp(prefix=prefix))
         proj = copy_project(root / "proj")
-        if prof == "paper-mini": extra = extra + ["-p", f"openai_base_url=http://127.0.0.1:{_free_port()}/v1"]
+        if prof == "paper-mini": extra = extra + ["-p", f"openai_base_url=http://127.0.0.1:{free_port()}/v1"]
         out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
         proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", prof, *extra], cwd=proj, stdout=out, stderr=err, text=True)
         _BG[fixture] = dict(root=root, proj=proj, proc=proc, out=out, err=err)

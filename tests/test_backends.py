@@ -2,7 +2,7 @@
 client against local stub servers and a real `transformers serve` on 127.0.0.1."""
 import http.server, importlib.util, json, logging, os, signal, socket, subprocess, threading, time, traceback, types, urllib.request
 import pytest, torch
-from conftest import BIN
+from conftest import BIN, free_port
 from transformers.utils import logging as hf_logging
 from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer, with_role
 from calirl import backends
@@ -129,10 +129,6 @@ def test_vllm_backend_logprobs(tmp_path, tok):
 
 # --- OpenAIBackend: client behaviour against local stubs -------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0)); return s.getsockname()[1]
-
 class _Stub(http.server.BaseHTTPRequestHandler):
     "Answers with the next status in `plan` (200 = a chat completion); `delay` seconds before answering."
     plan, seen, delay, retry_after = [200], [], 0.0, None
@@ -206,7 +202,7 @@ def test_openai_timeout_is_retried_and_bounded(stub):
 
 def test_openai_closed_port_retries_then_fails_without_the_key(monkeypatch):
     monkeypatch.setenv("CALIRL_TEST_KEY", KEY)
-    c = _client(f"http://127.0.0.1:{_free_port()}/v1", timeout=1, max_retries=2)
+    c = _client(f"http://127.0.0.1:{free_port()}/v1", timeout=1, max_retries=2)
     t0 = time.time()
     with pytest.raises(BackendError, match="after 3 attempts") as e: c.chat([{"role": "user", "content": "hi"}], 4)
     print(f"gave up after 3 attempts in {time.time() - t0:.2f} s")
@@ -286,7 +282,7 @@ def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
     ref = HFBackend(*load_model(path, device="cpu"))
     msgs = [[{"role": "user", "content": "i have 12 apples"}], [{"role": "user", "content": "12 + 7 ="}]]
     want = ref.generate_chat(msgs, 8, temperature=0.0)
-    port, log = _free_port(), tmp_path / "serve.log"
+    port, log = free_port(), tmp_path / "serve.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CALIRL_TEST_KEY": KEY}
     with open(log, "w") as f:
         proc = subprocess.Popen([str(BIN / "transformers"), "serve", str(path), "--host", "127.0.0.1", "--port", str(port),
@@ -319,7 +315,7 @@ def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tm
     paths = [save_model(scramble(build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=s)[0]), with_role(tok, "policy"), tmp_path / f"m{s}")
              for s in (0, 1)]
     msgs = [[{"role": "user", "content": "i have 12 apples"}]]
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
     try:
         assert server.owned and answers(url)
