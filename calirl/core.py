@@ -46,6 +46,12 @@ class Profile:
     dtype: str = _key("model weights and compute dtype", ("float32", "bfloat16", "auto"))
     workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one per CPU core "
                         "on the CPU, 1 on a GPU. Speed only: results do not depend on it", lo=0, hi=1024)
+    processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per visible CUDA GPU, 1 on the CPU. "
+                          "A step's batch stays the global batch the profile names", lo=0, hi=1024)
+    accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
+                                  "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
+    report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",
+                                ("none", "tensorboard", "wandb", "trackio"))
     offline: bool = _key("forbid Hugging Face hub downloads (sets HF_HUB_OFFLINE=1 for every notebook)")
     world: str = _key("task source: the synthetic tiny world or CollabLLM's datasets", ("tiny", "collabllm"))
     tasks: list[str] = _key("tasks to run, comma-separated", ("math-chat", "docedit-chat"))

@@ -17,7 +17,7 @@ import torch
 from .tasks import TaskItem
 from .backends import turn_end_ids
 from .rollout import simulator_context
-from .training import dpo_train, preference_pair, run_trainer
+from .training import dpo_train, preference_pair, run_trainer, trainer_kw
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
@@ -137,6 +137,6 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
     return pairs, stats
 
 # %% ../nbs/07_dial.ipynb #565eeab3
-def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0):
-    "One DIAL refinement: one epoch of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen."
-    return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=1, seed=seed)
+def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0, **kw):
+    "One DIAL refinement: one epoch of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen; `kw` go to `dpo_train`."
+    return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=1, seed=seed, **kw)

@@ -29,7 +29,7 @@ from .users import SAY
 from .backends import HFBackend, VLLMBackend, turn_end_ids
 from .rollout import rollout
 from .prompts import parse_policy, policy_turns
-from .training import run_trainer
+from .training import _rank_device, log_to, report_args, run_trainer, save_trained
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -154,7 +154,10 @@ class TrainerVLLM(VLLMBackend):
 # %% ../nbs/09_grpo.ipynb #487e8e82
 def policy_backend(trainer, tok):
     "The rollout backend for the trainer's current policy: its colocated vLLM engine when `use_vllm`, else HF `generate`."
-    return TrainerVLLM(trainer, tok) if getattr(trainer, "use_vllm", False) else HFBackend(trainer.model, tok)
+    if getattr(trainer, "use_vllm", False): return TrainerVLLM(trainer, tok)
+    if getattr(trainer, "is_fsdp_enabled", False):
+        raise ValueError("multi-turn rollouts on `generate` need the whole policy in each process; with FSDP use rollout_backend = vllm (or an accelerate config without FSDP)")
+    return HFBackend(trainer.model, tok)
 
 # %% ../nbs/09_grpo.ipynb #d4af8e3c
 def interactive_rollout_func(user, items:dict[str, TaskItem], tok, H:int, settings:GRPOSettings, max_len:PerTask) -> Callable:
@@ -164,7 +167,9 @@ def interactive_rollout_func(user, items:dict[str, TaskItem], tok, H:int, settin
         ids = [str(p) for p in prompts[::G]]
         if [str(p) for p in prompts] != [i for i in ids for _ in range(G)]:
             raise ValueError("rollout_func expects each prompt repeated num_generations times in a row")
-        policy, step_seed = policy_backend(trainer, tok), settings.seed * 100_003 + trainer.state.global_step
+        policy = policy_backend(trainer, tok)
+        rank = getattr(getattr(trainer, "accelerator", None), "process_index", 0)        # each launched process samples its own episodes
+        step_seed = settings.seed * 100_003 + trainer.state.global_step + 1_000_003 * rank
         out = {}
         with policy if isinstance(policy, TrainerVLLM) else nullcontext():
             for L in dict.fromkeys(max_len[items[i].task] for i in ids):    # one batched rollout per context limit
@@ -287,7 +292,7 @@ def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:i
                       temperature=s.train_temperature, top_p=1.0, max_completion_length=s.max_new_tokens, shuffle_dataset=False,
                       bf16=cuda and s.dtype != "float32", use_cpu=not cuda, gradient_checkpointing=cuda, seed=s.seed, data_seed=s.seed,
                       logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
-                      report_to="none", dataloader_num_workers=0, **kw)
+                      dataloader_num_workers=0, **{"report_to": "none", **kw})
 
 # %% ../nbs/09_grpo.ipynb #fab10f77
 def _plain(x):
@@ -321,7 +326,8 @@ def _progress_callback(desc:str):
     return StepProgress()
 
 # %% ../nbs/09_grpo.ipynb #64ee9696
-def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_func:Callable|None=None, resume:bool=True, callbacks=None):
+def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_func:Callable|None=None, resume:bool=True, callbacks=None,
+               logs_dir:str|Path|None=None):
     "Train `model` with TRL's GRPOTrainer on `rows`, resuming from the last checkpoint in `cfg.output_dir`."
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -331,6 +337,7 @@ def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_fun
                      rollout_func=rollout_func, callbacks=callbacks)
     for cb in (PrinterCallback, ProgressCallback, NotebookProgressCallback): tr.remove_callback(cb)
     tr.add_callback(_progress_callback(Path(cfg.output_dir).name))
+    log_to(tr, logs_dir)                                          # report_to = tensorboard: its event files there
     ck = last_checkpoint(cfg.output_dir) if resume else None
     if ck and json.loads((Path(ck) / "trainer_state.json").read_text())["global_step"] >= cfg.max_steps:
         from transformers import TrainerState                    # finished before: load it, train nothing more
@@ -388,22 +395,25 @@ class Variant:
     steps: int
     ckpt_root: str
     out_path: str
+    report_to: tuple = ("none",)   # the profile's report_to
+    logs_dir: str = ""             # where TensorBoard's event files go
 
 # %% ../nbs/09_grpo.ipynb #85a95858
 def train_variant(v:Variant) -> tuple[list[dict], float]:
     "Train variant `v` from its base model (resuming if possible) and save it as safetensors; its step log and seconds."
     from calirl.components import make_judge, make_user
     judge = make_judge(**v.judge)
-    model, tok = load_model(v.base_path, device=v.settings.device, dtype=v.settings.dtype)
-    cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings)
+    model, tok = load_model(v.base_path, device=_rank_device(v.settings.device), dtype=v.settings.dtype)
+    cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings,
+                      **report_args(v.report_to, v.logs_dir or None))
     if v.user is None:
         reward, rollout_func = single_turn_reward(v.items, judge, {*turn_end_ids(tok), tok.pad_token_id}, policy_turns(v.settings.policy_prompt)["policy_format"]), None
     else:
         reward = transcript_reward(v.items, judge)
         rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)
     t0 = time.time()
-    tr = train_grpo(model, tok, v.rows, reward, cfg, rollout_func=rollout_func)
-    save_model(tr.model.eval(), tok, v.out_path)
+    tr = train_grpo(model, tok, v.rows, reward, cfg, rollout_func=rollout_func, logs_dir=v.logs_dir or None)
+    save_trained(tr, tok, v.out_path)                   # from the main process, when launched over several
     return step_log(tr), time.time() - t0
 
 # %% ../nbs/09_grpo.ipynb #48bf15bd

@@ -155,10 +155,10 @@ def check_tokenizer(tok, path:str|Path, texts:Iterable[str]=CHECK_TEXTS) -> None
             raise TokenizerMismatchError(f"{name}.from_pretrained({path}) renders the chat template to different ids")
 
 # %% ../nbs/04_models.ipynb #2d5fa0ae
-def save_model(model, tok, path:str|Path, check_texts:Iterable[str]=CHECK_TEXTS) -> Path:
-    "Save `model` (safetensors) and `tok` to the folder `path` atomically, after checking the tokenizer reloads as itself."
+def save_model(model, tok, path:str|Path, check_texts:Iterable[str]=CHECK_TEXTS, state_dict:dict|None=None) -> Path:
+    "Save `model` (safetensors; its weights from `state_dict` when given) and `tok` to the folder `path` atomically, after checking the tokenizer reloads as itself."
     with atomic_path(path) as t:
-        model.save_pretrained(t)          # safetensors; a PEFT model saves its adapter (load_model finds the base)
+        model.save_pretrained(t, state_dict=state_dict)   # safetensors; a PEFT model saves its adapter (load_model finds the base)
         tok.save_pretrained(t)
         check_tokenizer(tok, t, check_texts)
     return Path(path)

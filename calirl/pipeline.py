@@ -98,7 +98,7 @@ def notebook_parameters(nb_path:str|Path, prof:Profile, run_dir:str|Path, figure
     supplied = dict(profile=prof.name, run_dir=str(run_dir), figures_dir=str(figures_dir))
     out = {k: supplied[k] if k in RUNNER_PARAMS else getattr(prof, k) for k in decl}
     root = Path(nb_path).resolve().parent.parent
-    for k in ("data_source", "standins"):                                        # folders: relative to the project, not to nbs/
+    for k in ("data_source", "standins", "accelerate_config"):                   # paths: relative to the project, not to nbs/
         if out.get(k) and not Path(out[k]).is_absolute(): out[k] = str(root / out[k])
     for k in LOCAL_MODEL_KEYS:                                                     # `./…` names a project path, anything else a hub id
         if str(out.get(k, "")).startswith(("./", "../")): out[k] = str((root / out[k]).resolve())
@@ -115,7 +115,7 @@ def code_digest(nb_path:str|Path) -> str:
 
 def fingerprint(prev:str, nb_path:str|Path, params:dict) -> str:
     "Chained fingerprint of notebook `nb_path` run with `params` after a notebook fingerprinted `prev`."
-    keep = {k: v for k, v in params.items() if k not in ("run_dir", "figures_dir", "workers")}
+    keep = {k: v for k, v in params.items() if k not in ("run_dir", "figures_dir", "workers", "report_to")}
     return hashlib.sha256(f"{prev}|{code_digest(nb_path)}|{json.dumps(keep, sort_keys=True)}".encode()).hexdigest()[:16]
 
 # %% ../nbs/00a_reproduce.ipynb #07af91c8

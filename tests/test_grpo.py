@@ -143,3 +143,28 @@ def test_micro_batches_give_the_same_update(tiny, tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out[0].parameters()))   # the step did move the policy
     for a, b in zip(out[0].parameters(), out[2].parameters()):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+
+
+def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
+    """`processes` > 1: a GRPO variant is trained by `accelerate launch` in two processes (two CPU processes over gloo
+    here; one per GPU at paper scale), each generating its half of the step's global batch, and the main process saves
+    the policy once."""
+    from calirl.grpo import Variant, interleave, train_variant
+    from calirl.models import load_model, save_model
+    from calirl.training import launched
+    model, tok, items = tiny
+    save_model(model, tok, tmp_path / "base")
+    s = replace(SETTINGS, micro_batch=2)                       # global batch 4 = 2 per process × 2 processes × 1 pass
+    v = Variant("naive", base_path=str(tmp_path / "base"), rows=interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0),
+                items=items, user=dict(kind="artifact-simulator"), judge=dict(kind="verifier"), settings=s, max_len=PerTask("max_len", 256, 256),
+                H=2, steps=2, ckpt_root=str(tmp_path / "ckpt"), out_path=str(tmp_path / "policy_naive"))
+    def job(v):                                               # defined here, so it travels by value to the launched processes
+        import os
+        from calirl.grpo import grpo_config
+        cfg = grpo_config(tmp_path / "probe", v.steps, v.settings)
+        return train_variant(v), int(os.environ["WORLD_SIZE"]), cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps
+    (log, secs), world, per_device, accumulation = launched(job, v, 2, log=tmp_path / "launch.log")
+    assert (world, per_device, accumulation) == (2, 2, 1)
+    assert len(log) == 2 and all(math.isfinite(h["entropy"]) and h["completions/mean_length"] > 0 for h in log), log
+    trained, _ = load_model(tmp_path / "policy_naive", device="cpu", dtype="float32")
+    assert trained.state_dict().keys() == model.state_dict().keys()
