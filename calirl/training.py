@@ -178,8 +178,9 @@ def load_trained(model, path:str|Path):
 
 def _rank_device(device:str) -> str:
     "The device of this launched process: its own GPU (LOCAL_RANK) on CUDA, else `device`."
-    import os
-    return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if str(device).startswith("cuda") else device
+    import os, torch
+    cuda = str(device).startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if cuda else device
 
 # %% ../nbs/04b_training.ipynb #b251788c
 def _sft_trainer(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
