@@ -7,8 +7,8 @@ the tiny base policy and the Phase I simulator, and offline DPO against a frozen
 
 # %% auto #0
 __all__ = ['ACCELERATE_FSDP', 'run_trainer', 'precision_args', 'report_args', 'log_to', 'write_accelerate_config', 'n_processes',
-           'launch_command', 'launched', 'launch_config', 'trainer_kw', 'save_trained', 'load_trained', 'sft_train',
-           'dpo_train', 'preference_pair', 'sft_heldout_loss', 'bench_sft_step']
+           'free_port', 'launch_command', 'launched', 'launch_config', 'trainer_kw', 'save_trained', 'load_trained',
+           'sft_train', 'dpo_train', 'preference_pair', 'sft_heldout_loss', 'bench_sft_step']
 
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
@@ -90,7 +90,7 @@ def n_processes(processes:int=0, device:str="cpu") -> int:
     return max(1, torch.cuda.device_count())
 
 # %% ../nbs/04b_training.ipynb #87ebf2bc
-def _free_port() -> int:
+def free_port() -> int:
     "A TCP port on 127.0.0.1 that nothing listens on now."
     import socket
     with socket.socket() as s:
@@ -100,7 +100,7 @@ def _free_port() -> int:
 def launch_command(processes:int, config:str|Path|None=None, port:int=0) -> list[str]:
     "`accelerate launch` of `python -m calirl.training` in `processes` processes: with the `config` file (FSDP on GPUs), or plain data parallel without one."
     import sys
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(port or _free_port())]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(port or free_port())]
     cmd += ["--config_file", str(config)] if config else ["--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
     return cmd + ["-m", "calirl.training"]
 

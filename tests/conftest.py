@@ -45,12 +45,7 @@ BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, fold
                                 "calirl-paper-mini-"),
 }
 
-def free_port() -> int:
-    "A TCP port on 127.0.0.1 that nothing listens on now."
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from calirl.training import free_port  # noqa: E402  (a TCP port on 127.0.0.1 that nothing listens on now)
 
 def pytest_collection_modifyitems(session, config, items):
     "Start each background reproduction a collected test needs and run the tests that read one last, so that they run beside all the others."
