@@ -517,6 +517,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.training._sft_job': ('training.html#_sft_job', 'calirl/training.py'),
                                  'calirl.training._sft_trainer': ('training.html#_sft_trainer', 'calirl/training.py'),
                                  'calirl.training._step_timer': ('training.html#_step_timer', 'calirl/training.py'),
+                                 'calirl.training._wants_cuda': ('training.html#_wants_cuda', 'calirl/training.py'),
                                  'calirl.training.bench_sft_step': ('training.html#bench_sft_step', 'calirl/training.py'),
                                  'calirl.training.dpo_train': ('training.html#dpo_train', 'calirl/training.py'),
                                  'calirl.training.free_port': ('training.html#free_port', 'calirl/training.py'),

@@ -82,10 +82,15 @@ def write_accelerate_config(path:str|Path="accelerate_fsdp.yaml", num_processes:
     p.write_text(ACCELERATE_FSDP.replace("num_processes: 8", f"num_processes: {num_processes}"))
     return p
 
+def _wants_cuda(device:str) -> bool:
+    "Whether the profile's `device` means CUDA: `cuda…`, or `auto` where a GPU is visible."
+    from calirl.core import _cuda
+    return str(device).startswith("cuda") or (device == "auto" and _cuda())
+
 def n_processes(processes:int=0, device:str="cpu") -> int:
     "How many processes a trainer runs in: `processes` when set, else one per visible CUDA GPU (one on the CPU)."
     if processes > 0: return processes
-    if not str(device).startswith(("cuda", "auto")): return 1
+    if not _wants_cuda(device): return 1
     import torch
     return max(1, torch.cuda.device_count())
 
@@ -144,9 +149,8 @@ if __name__ == "__main__" and __import__("os").environ.get("CALIRL_LAUNCHED") ==
 def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> str|None:
     "The accelerate config of launched trainers: the profile's `config` if set, else the FSDP config (written to `run_dir`) for several CUDA processes, else none."
     if config: return str(config)
-    if processes > 1 and str(device).startswith(("cuda", "auto")):
-        import torch
-        if torch.cuda.is_available(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
+    from calirl.core import _cuda
+    if processes > 1 and _wants_cuda(device) and _cuda(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
     return None
 
 def trainer_kw(keys, name:str) -> dict:
@@ -178,9 +182,8 @@ def load_trained(model, path:str|Path):
 
 def _rank_device(device:str) -> str:
     "The device of this launched process: its own GPU (LOCAL_RANK) on CUDA, else `device`."
-    import os, torch
-    cuda = str(device).startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-    return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if cuda else device
+    import os
+    return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if _wants_cuda(device) else device
 
 # %% ../nbs/04b_training.ipynb #b251788c
 def _sft_trainer(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
