@@ -18,7 +18,7 @@ import numpy as np
 from .core import artifact_path
 from .tasks import TaskItem, render_doc
 from .dialogue import Conversation, prefix_ends, take_turns, turn_kind
-from .rewards import task_reward
+from .rewards import Score, judge_interactivity, task_reward
 from .users import fact_order
 from .rollout import TextPolicy
 from .training import preference_pair
@@ -48,13 +48,14 @@ def interactivity(window_acts:list[list[str]]) -> float:
 
 # %% ../nbs/09a_collabllm.ipynb #c330eba7
 def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]], n_tokens:int,
-                        w:MRWeights|None=None) -> dict:
-    "R* of one continued conversation: task score − token cost + λ_int · interactivity, with its parts."
+                        w:MRWeights|None=None, judge="verifier", interact:Score|None=None) -> dict:
+    "R* of one continued conversation: task score (by `judge`) − token cost + λ_int · interactivity (`interact` when judged, else from the acts)."
     w = w or MR_WEIGHTS[item.task]
-    s = task_reward(item, messages)
-    I = interactivity(window_acts)
-    R = None if not s.scorable else w.task * s.value - token_penalty(n_tokens, w.tokens) + w.interact * I
-    return dict(R=R, score=s.value, tokens=n_tokens, interact=I, status=s.status)
+    s = task_reward(item, messages, judge)
+    I = interact if interact is not None else Score(interactivity(window_acts))
+    why = s.status if not s.scorable else I.status
+    R = None if not (s.scorable and I.scorable) else w.task * s.value - token_penalty(n_tokens, w.tokens) + w.interact * I.value
+    return dict(R=R, score=s.value, tokens=n_tokens, interact=I.value, status=why)
 
 # %% ../nbs/09a_collabllm.ipynb #d0f4d989
 def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_key:str="0") -> dict:
@@ -81,8 +82,8 @@ def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict
 # %% ../nbs/09a_collabllm.ipynb #318ee5e6
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
-                            weights:dict|None=None, max_len:int|None=None, policy_prompt:str="plain") -> list[dict]:
-    "MR of each job {item, context, acts, response}: the mean R* over `samples` forward-sampled continuations."
+                            weights:dict|None=None, max_len:int|None=None, policy_prompt:str="plain", judge="verifier") -> list[dict]:
+    "MR of each job {item, context, acts, response}: the mean R* over `samples` forward-sampled continuations, scored by `judge`."
     weights = weights or MR_WEIGHTS
     count = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
     its, chats, states, wins, owner = [], [], [], [], []
@@ -96,11 +97,14 @@ def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:i
             chats.append(job["context"] + [{"role": "assistant", "content": job["response"]}])
             states.append(user_state(job["item"], job["context"], job["acts"], f"{seed}|mr|{j}|{s}"))
     done, wacts = forward_sample(policy, tok, user, its, chats, states, wins, max_new_tokens, temperature, seed, max_len, policy_prompt)
+    judged = [k for k, it in enumerate(its) if callable(judge) and weights[it.task].interact > 0]   # a judge model rates interactivity
+    verdicts = judge_interactivity(judge, [jobs[owner[k]]["context"] for k in judged], [done[k][len(jobs[owner[k]]["context"]):] for k in judged])
+    interact = dict(zip(judged, verdicts))
     per = [[] for _ in jobs]
-    for j, it, c, a in zip(owner, its, done, wacts):
+    for k, (j, it, c, a) in enumerate(zip(owner, its, done, wacts)):
         start = len(jobs[j]["context"])
         n_tok = sum(count(m["content"]) for m in c[start:] if m["role"] == "assistant")
-        per[j].append(conversation_reward(it, c, a, n_tok, weights[it.task]))
+        per[j].append(conversation_reward(it, c, a, n_tok, weights[it.task], judge, interact.get(k)))
     out = []
     for rs in per:
         ok = [r for r in rs if r["R"] is not None]

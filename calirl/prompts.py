@@ -7,9 +7,10 @@ status — never an exception."""
 # %% auto #0
 __all__ = ['TASK_DESCRIPTIONS', 'USER_SIMULATOR_PROMPT', 'POLICY_SYSTEM_PROMPT', 'JUDGE_PROMPT', 'MAX_PARSE_CHARS', 'USER_FIELDS',
            'POLICY_FIELDS', 'JUDGE_FIELDS', 'PROACTIVE_SYSTEM', 'POLICY_PROMPTS', 'DOCUMENT_PROMPT', 'DOCUMENT_FIELDS',
-           'format_history', 'user_simulator_prompt', 'policy_system_prompt', 'judge_prompt', 'Parsed',
-           'parse_json_output', 'parse_user', 'parse_policy', 'parse_judge', 'policy_turns', 'policy_message',
-           'document_prompt', 'parse_document', 'ParseStats']
+           'INTERACTIVITY_PROMPT', 'INTERACTIVITY_FIELDS', 'format_history', 'user_simulator_prompt',
+           'policy_system_prompt', 'judge_prompt', 'Parsed', 'parse_json_output', 'parse_user', 'parse_policy',
+           'parse_judge', 'policy_turns', 'policy_message', 'document_prompt', 'parse_document', 'interactivity_prompt',
+           'parse_interactivity', 'ParseStats']
 
 # %% ../nbs/02b_prompts.ipynb #a97fe70b
 import ast, json, re, warnings
@@ -274,6 +275,43 @@ def parse_document(text) -> tuple[str | None, Parsed]:
     p = parse_json_output(text, DOCUMENT_FIELDS, "document")
     v = p.fields.get("document")
     return (v.strip() if isinstance(v, str) else None), p
+
+# %% ../nbs/02b_prompts.ipynb #6a77ecfd
+INTERACTIVITY_PROMPT = """You rate how well an AI assistant works with a user. A good collaborator finds out what it needs to know
+before it commits to an answer or an edit: when the user's request leaves out something the task depends on, it asks
+about exactly that, briefly; when nothing is missing, it gets on with the task. Asking for what the user already said,
+or asking many questions at once, is not good collaboration; neither is guessing.
+
+<|Conversation before the turns to rate|>
+{history}
+<|End of the conversation before the turns to rate|>
+
+<|Turns to rate|>
+{window}
+<|End of the turns to rate|>
+
+Rate only the assistant's turns under "Turns to rate":
+1 = it asked for what the task needed (or nothing was missing and it did the task);
+0.5 = it asked about some of what was missing, or asked vaguely;
+0 = it guessed, ignored what was missing, or asked nothing useful.
+
+Reply with one JSON object and nothing else:
+{{"thought": "<your reasoning>", "interactivity": <0, 0.5 or 1>}}"""
+INTERACTIVITY_FIELDS = ("thought", "interactivity")
+
+def interactivity_prompt(history:list, window:list) -> str:
+    "The interactivity-judge prompt: the conversation before the rated turns, and the turns to rate."
+    return INTERACTIVITY_PROMPT.format(history=format_history(history), window=format_history(window))
+
+def parse_interactivity(text) -> tuple[float | None, Parsed]:
+    "The judge's interactivity score (a number in [0, 1]), or None when the reply gives none; and the parse."
+    p = parse_json_output(text, INTERACTIVITY_FIELDS, "thought")
+    v = p.fields.get("interactivity")
+    if isinstance(v, str):
+        try: v = float(v.strip())
+        except ValueError: v = None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+    return (float(v) if ok else None), p
 
 # %% ../nbs/02b_prompts.ipynb #5d63d600
 @dataclass
