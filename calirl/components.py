@@ -128,7 +128,7 @@ ROLES = {   # role -> the profile keys it reads
     "naive": ("naive_simulator", "simulator_model", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
     "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "sim_temperature", "seed"),
 }
-JUDGE_KEYS = ("judge_model", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype")
+JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype")
 _MISSING = object()
 
 def read_keys(keys, names:tuple, who:str) -> dict:
@@ -192,7 +192,7 @@ def judge_spec(keys) -> dict:
     "The spec of the judge the profile `keys` name (nothing loaded)."
     k = read_keys(keys, JUDGE_KEYS, "the judge")
     if k["judge_model"] == "verifier": return dict(kind="verifier")
-    return dict(kind="llm-judge", model=k["judge_model"], **_served(k), max_new_tokens=512, temperature=0.0)
+    return dict(kind="llm-judge", model=k["judge_model"], **_served(k), max_new_tokens=k["judge_max_new_tokens"], temperature=0.0)
 
 def judge_for(keys, cache:dict|None=None):
     "The judge the profile `keys` name: the `verifier`, or an LLM judge `judge(chats) -> texts`."
