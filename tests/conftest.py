@@ -31,11 +31,6 @@ def calirl(*args, cwd, timeout=600, **kw) -> subprocess.CompletedProcess:
 def project(tmp_path) -> Path:
     return copy_project(tmp_path / "proj")
 
-@pytest.fixture(scope="session")
-def nb_project(tmp_path_factory) -> Path:
-    "One copy shared by the notebook tests, which hand artifacts to each other in run order."
-    return copy_project(tmp_path_factory.mktemp("nbtest") / "proj")
-
 _BG = {}   # fixture name -> the background reproduction it waits for: project, process, log files
 BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, folder prefix)
     "smoke_reproduction": ("smoke", [], "calirl-smoke-"),
