@@ -15,7 +15,7 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'ACT_PROMPT', 'no
            'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'realism_report']
 
 # %% ../nbs/08_realism.ipynb #573699b0
-import os, random, re, sys, time
+import copy, os, random, re, sys, time
 from contextlib import contextmanager
 from collections import Counter
 from dataclasses import dataclass, field
@@ -399,8 +399,8 @@ def next_act_samples(user, items:list[TaskItem], prefixes:list, n:int, seed:int=
     "(P, n) act indices of `n` next user messages sampled from `user` after each prefix (`items[i]` for dialogue i), labelled by `annotate` (-1: no act read)."
     jobs = []
     for p, (i, t, chat) in enumerate(prefixes):
-        st = {**(s := text_state(items[i], chat)), "revealed": list(s["revealed"])} if items[i].goal else {}   # a model user keeps no scripted state
-        jobs += [(items[i], chat, {**st, "seed": f"{seed}|next|{p}|{k}"}) for k in range(n)]
+        st = text_state(items[i], chat) if items[i].goal else {}        # a model user keeps no scripted state
+        jobs += [(items[i], chat, {**copy.deepcopy(st), "seed": f"{seed}|next|{p}|{k}"}) for k in range(n)]   # a scripted user changes its state: one copy per sample
     acts = []
     for s in range(0, len(jobs), chunk):
         b = jobs[s:s + chunk]
