@@ -47,7 +47,8 @@ class Profile:
     workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one per CPU core "
                         "on the CPU, 1 on a GPU. Speed only: results do not depend on it", lo=0, hi=1024)
     processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per visible CUDA GPU, 1 on the CPU. "
-                          "A step's batch stays the global batch the profile names", lo=0, hi=1024)
+                          "A step's batch stays the global batch the profile names. On the CPU, SFT and DPO split every batch over the processes "
+                          "(one BLAS thread each); GRPO variants share the cores as `workers` instead", lo=0, hi=1024)
     accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
     report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",
