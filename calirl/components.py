@@ -7,9 +7,9 @@ paths, and no notebook branches on the world to pick one."""
 
 # %% auto #0
 __all__ = ['BACKENDS', 'USER_MODELS', 'JUDGES', 'ROLES', 'JUDGE_KEYS', 'SERVE_KEYS', 'ComponentError', 'unknown',
-           'generation_backend', 'build_scripted_human', 'build_artifact_simulator', 'build_lm_simulator',
-           'ChatGenerate', 'build_prompted', 'make_user', 'build_verifier', 'build_llm_judge', 'make_judge',
-           'read_keys', 'user_spec', 'user_for', 'judge_spec', 'judge_for', 'endpoint_for']
+           'generation_backend', 'build_scripted_human', 'build_artifact_simulator', 'task_models',
+           'build_lm_simulator', 'ChatGenerate', 'build_prompted', 'make_user', 'build_verifier', 'build_llm_judge',
+           'make_judge', 'read_keys', 'user_spec', 'user_for', 'judge_spec', 'judge_for', 'endpoint_for']
 
 # %% ../nbs/05a_components.ipynb #5228319b
 from collections.abc import Mapping
@@ -17,7 +17,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend
 from .users import ARTIFACT, HUMAN, PromptedSimulator, ScriptedUser, UserKnobs
-from .rollout import LMSimulator
+from .rollout import ByTask, LMSimulator
+from .tasks import TASKS
 
 # %% ../nbs/05a_components.ipynb #8154c077
 class ComponentError(ValueError):
@@ -63,11 +64,20 @@ def build_artifact_simulator(name:str="artifact-simulator", cache:dict|None=None
     return ScriptedUser(_knobs(ARTIFACT, knobs), name)
 
 # %% ../nbs/05a_components.ipynb #0084022c
+def task_models(source:str|Path) -> dict[str, str] | None:
+    "`{task: model}` when `source` is a folder of one model folder per task (Phase I trains a simulator per task), else None."
+    p = Path(str(source))
+    if not p.is_dir() or (p / "config.json").exists() or (p / "SOURCE").is_file(): return None
+    one = lambda q: (q / "SOURCE").read_text().strip() if (q / "SOURCE").is_file() and not (q / "config.json").exists() else str(q)
+    return {t: one(p / t) for t in TASKS if (p / t).is_dir()} or None
+
 def build_lm_simulator(source:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", max_new_tokens:int=48,
-                       temperature:float=1.0, name:str="lm-simulator", seed:int=0, cache:dict|None=None) -> LMSimulator:
-    "A language model playing the user from the goal-guided context, on `hf` or `vllm` (it needs token ids)."
+                       temperature:float=1.0, name:str="lm-simulator", seed:int=0, cache:dict|None=None) -> LMSimulator | ByTask:
+    "A language model playing the user from the goal-guided context, on `hf` or `vllm` (it needs token ids); a folder of one model per task gives one per task (`ByTask`)."
     if backend not in ("hf", "vllm"):
         raise ComponentError(f"an lm-simulator renders token ids with its own chat template: its backend must be hf or vllm, got {backend!r}")
+    if parts := task_models(source):
+        return ByTask({t: build_lm_simulator(s, backend, device, dtype, max_new_tokens, temperature, f"{name}:{t}", seed, cache) for t, s in parts.items()}, name)
     b = generation_backend(source, backend, device, dtype, cache=cache)
     return LMSimulator(b, b.tokenizer, max_new_tokens=max_new_tokens, temperature=temperature, name=name, seed=seed)
 

@@ -8,7 +8,8 @@ reason, in the kit's one conversation record. Plus the LM simulator
 
 # %% auto #0
 __all__ = ['SIM_OPENING', 'SWAP', 'turn_segment', 'PolicySpeaker', 'rollout', 'TextPolicy', 'rollout_metrics',
-           'simulator_context', 'LMSimulator', 'masked_spans', 'cpu_limits', 'decode_options', 'bench_rollout']
+           'simulator_context', 'LMSimulator', 'ByTask', 'masked_spans', 'cpu_limits', 'decode_options',
+           'bench_rollout']
 
 # %% ../nbs/05_rollout.ipynb #e49929f4
 import time
@@ -196,6 +197,23 @@ class LMSimulator:
         outs = self.backend.generate(prompts, self.max_new_tokens, self.temperature, seed=self.seed * 7919 + self.calls)
         return [UserTurn(o.text.strip(), has_terminal(o.text), ("terminate",) if has_terminal(o.text) else (),
                          "ok" if o.text.strip() else "empty") for o in outs]
+
+# %% ../nbs/05_rollout.ipynb #2f8c39d7
+@dataclass
+class ByTask:
+    "A user made of one user model per task: each conversation goes to the model of its item's task, one batched call per task."
+    users: dict                       # task -> user model
+    name: str = "by-task"
+
+    def respond(self, items:list[TaskItem], chats:list[list], states:list[dict]) -> list[UserTurn]:
+        "The replies of each task's model to its items, in the order of `items`."
+        out = [None] * len(items)
+        for task in dict.fromkeys(it.task for it in items):
+            if task not in self.users: raise KeyError(f"{self.name} has no user model for task {task!r}; it has {sorted(self.users)}")
+            idx = [i for i, it in enumerate(items) if it.task == task]
+            replies = self.users[task].respond([items[i] for i in idx], [chats[i] for i in idx], [states[i] for i in idx])
+            for i, r in zip(idx, replies): out[i] = r
+        return out
 
 # %% ../nbs/05_rollout.ipynb #99519beb
 def masked_spans(t:Conversation, keep:int=1) -> list[list[int]]:
