@@ -131,9 +131,9 @@ def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|Non
     raise ValueError(f"unknown training simulator {simulator!r}; valid: {', '.join(SIMULATORS)}")
 
 def _digest(path:str|Path|None) -> str:
-    "A short hash of the safetensors weights under `path` (empty if none)."
+    "A short hash of the safetensors weights under `path`, its per-task folders included (empty if none)."
     h = hashlib.sha256()
-    for f in sorted(Path(path).glob("*.safetensors")) if path else []: h.update(f.read_bytes())
+    for f in sorted(Path(path).rglob("*.safetensors")) if path else []: h.update(f.read_bytes())
     return h.hexdigest()[:10]
 
 # %% ../nbs/13_artifacts.ipynb #23446c2a
