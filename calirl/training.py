@@ -115,13 +115,15 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
     if processes <= 1: return fn(job)
     import os, subprocess
     import cloudpickle          # by value: functions and classes defined in a notebook travel too
+    from calirl.backends import _die_with_parent
     with tempfile.TemporaryDirectory() as d:
         job_file, result_file = Path(d) / "job.pkl", Path(d) / "result.pkl"
         out_file = Path(log) if log else Path(d) / "out.log"
         job_file.write_bytes(cloudpickle.dumps((fn, job)))
         cmd = launch_command(processes, config) + [str(job_file), str(result_file)]
         with open(out_file, "ab") as out, timed("workers"):
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1"}).returncode
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1"},
+                                preexec_fn=_die_with_parent).returncode   # a killed caller takes its trainers with it
         if rc != 0 or not result_file.is_file():
             errors = sorted(Path(d).glob("result.pkl.error.*"))
             why = errors[0].read_text() if errors else "".join(out_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
