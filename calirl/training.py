@@ -119,6 +119,7 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
     with tempfile.TemporaryDirectory() as d:
         job_file, result_file = Path(d) / "job.pkl", Path(d) / "result.pkl"
         out_file = Path(log) if log else Path(d) / "out.log"
+        out_file.parent.mkdir(parents=True, exist_ok=True)
         job_file.write_bytes(cloudpickle.dumps((fn, job)))
         cmd = launch_command(processes, config) + [str(job_file), str(result_file)]
         with open(out_file, "ab") as out, timed("workers"):
