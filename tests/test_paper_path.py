@@ -32,9 +32,11 @@ def test_paper_mini_trains_the_paper_architectures_on_the_hub_templates(paper_mi
     for v in ("naive", "calibrated", "static", "oracle", "collabllm"):      # every trained policy is still a Gemma-3 on Gemma's template
         assert _config(models / f"policy_{v}")["model_type"] == "gemma3_text", v
         assert load_tokenizer(models / f"policy_{v}").chat_template == trl_chat_template("gemma3"), v
-    sim = models / "simulator_sft"
-    assert _config(sim)["model_type"] == "qwen2"                             # Phase I trained the Qwen2 stand-in, on TRL's training template
-    assert "{% generation %}" in load_tokenizer(sim).chat_template
+    sims = sorted(p.name for p in (models / "simulator_sft").iterdir())
+    assert sims == ["docedit-chat", "math-chat"], sims                          # one Phase I simulator per task, as the paper trains them
+    for task in sims:                                                           # each the Qwen2 stand-in, on TRL's training template
+        assert _config(models / "simulator_sft" / task)["model_type"] == "qwen2", task
+        assert "{% generation %}" in load_tokenizer(models / "simulator_sft" / task).chat_template, task
 
 def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     "Who trained and who judged, as the run recorded it: prompted and served models only, never a scripted or artifact user or the verifier."
