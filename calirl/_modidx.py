@@ -474,6 +474,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.rollout.simulator_context': ('rollout.html#simulator_context', 'calirl/rollout.py'),
                                 'calirl.rollout.turn_segment': ('rollout.html#turn_segment', 'calirl/rollout.py')},
             'calirl.sim_sft': { 'calirl.sim_sft.oracle_traces': ('simulator_sft.html#oracle_traces', 'calirl/sim_sft.py'),
+                                'calirl.sim_sft.phase1_groups': ('simulator_sft.html#phase1_groups', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.simulator_init': ('simulator_sft.html#simulator_init', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.simulator_problems': ('simulator_sft.html#simulator_problems', 'calirl/sim_sft.py'),
                                 'calirl.sim_sft.simulator_sft_example': ('simulator_sft.html#simulator_sft_example', 'calirl/sim_sft.py'),

@@ -109,6 +109,8 @@ class Profile:
     sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
     sft_batch_size: int = _key("Phase I SFT per-device batch size", lo=1, hi=65_536)
     sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")
+    sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one per task); the other tasks share one simulator "
+                                   "trained on every task's traces; none: all share one", ("math-chat", "docedit-chat", "none"))
     # DIAL
     dial_iterations: int = _key("DIAL discriminator → DPO iterations (DIAL: 3)", lo=0, hi=100)
     dial_alternatives: int = _key("alternatives sampled per low-reward user message (DIAL: 8)", lo=2, hi=1024)
