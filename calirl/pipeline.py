@@ -248,6 +248,8 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
     single = {t: min(conv[t] / 2 + prof.max_new_tokens / 2, getattr(prof, f"max_len_{key(t)}")) for t in prof.tasks}
     mean_conv = sum(conv.values()) / len(conv)
     n_or = {t: getattr(prof, f"n_oracle_{key(t)}") for t in prof.tasks}
+    shared = [t for t in conv if t not in prof.sim_per_task]                   # tasks whose simulator trains on every task's traces
+    sft_tokens = sum(n_or[t] * conv[t] for t in conv if t not in shared) + (sum(n_or[t] * conv[t] for t in conv) if shared else 0)
     grpo = lambda t, user: 3 * conv[t] * (2 * pol + 6 * pol + 2 * user + 2 * jud) + single[t] * (2 * pol + 6 * pol + 2 * jud)
     steps = {t: getattr(prof, f"grpo_steps_{key(t)}") for t in prof.tasks}
     n_ctx = prof.n_train_items // prof.G
@@ -256,7 +258,7 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
     abl = [t for t in prof.ablation_tasks if t in conv] or list(conv)
     n_cells = (1 + 6 + 2 + 2 + 2 * len(prof.dose_strengths)) * len(prof.ablation_seeds)   # main grid, two most harmful × doses
     flops = {
-        "06_simulator_sft": sum(n_or[t] * conv[t] * (2 * pol + 2 * ora) + 6 * sim * n_or[t] * conv[t] * prof.sft_epochs for t in conv),
+        "06_simulator_sft": sum(n_or[t] * conv[t] * (2 * pol + 2 * ora) for t in conv) + 6 * sim * sft_tokens * prof.sft_epochs,
         "07_dial": prof.dial_iterations * (2 * prof.dial_sessions * mean_conv * (2 * pol + 2 * sim)
                                           + 6 * sim * 2 * prof.dial_sessions * mean_conv * prof.disc_epochs
                                           + 2 * sim * prof.dial_sessions * prof.dial_lowest_k * prof.dial_alternatives * prof.max_new_tokens * 2),
@@ -271,7 +273,7 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
                                       + 2 * prof.ablation_items * conv[t] * (2 * pol + 2 * ora + 2 * jud) for t in abl),
     }
     out = {k: v / (PEAK_FLOPS * UTILISATION) / 3600 for k, v in flops.items()}
-    out["06_sft_only"] = sum(6 * sim * n_or[t] * conv[t] * prof.sft_epochs for t in conv) / (PEAK_FLOPS * UTILISATION) / 3600
+    out["06_sft_only"] = 6 * sim * sft_tokens * prof.sft_epochs / (PEAK_FLOPS * UTILISATION) / 3600
     return out
 
 # %% ../nbs/00a_reproduce.ipynb #22d7271b
