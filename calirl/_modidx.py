@@ -170,6 +170,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'calirl.core.atomic_path': ('core.html#atomic_path', 'calirl/core.py'),
                              'calirl.core.check_batch': ('core.html#check_batch', 'calirl/core.py'),
                              'calirl.core.check_value': ('core.html#check_value', 'calirl/core.py'),
+                             'calirl.core.folder_source': ('core.html#folder_source', 'calirl/core.py'),
                              'calirl.core.key_range': ('core.html#key_range', 'calirl/core.py'),
                              'calirl.core.load_json': ('core.html#load_json', 'calirl/core.py'),
                              'calirl.core.load_parquet': ('core.html#load_parquet', 'calirl/core.py'),

@@ -19,6 +19,7 @@ from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend
 from .users import ARTIFACT, HUMAN, PromptedSimulator, ScriptedUser, UserKnobs
 from .rollout import ByTask, LMSimulator
 from .tasks import TASKS
+from .core import folder_source
 
 # %% ../nbs/05a_components.ipynb #8154c077
 class ComponentError(ValueError):
@@ -68,8 +69,7 @@ def task_models(source:str|Path) -> dict[str, str] | None:
     "`{task: model}` when `source` is a folder of one model folder per task (Phase I trains a simulator per task), else None."
     p = Path(str(source))
     if not p.is_dir() or (p / "config.json").exists() or (p / "SOURCE").is_file(): return None
-    one = lambda q: (q / "SOURCE").read_text().strip() if (q / "SOURCE").is_file() and not (q / "config.json").exists() else str(q)
-    return {t: one(p / t) for t in TASKS if (p / t).is_dir()} or None
+    return {t: folder_source(p / t) for t in TASKS if (p / t).is_dir()} or None
 
 def build_lm_simulator(source:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", max_new_tokens:int=48,
                        temperature:float=1.0, name:str="lm-simulator", seed:int=0, cache:dict|None=None) -> LMSimulator | ByTask:

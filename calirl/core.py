@@ -10,7 +10,7 @@ __all__ = ['SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_T
            'typed_value', 'profile_value', 'GRPOSettings', 'PerTask', 'seed_everything', 'save_phases', 'timed',
            'n_workers', 'one_thread', 'pmap', 'atomic_path', 'save_json', 'load_json', 'save_parquet', 'load_parquet',
            'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact', 'write_source',
-           'model_source', 'upstream_dir', 'phase2_simulator_path']
+           'folder_source', 'model_source', 'upstream_dir', 'phase2_simulator_path']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
@@ -570,10 +570,14 @@ def write_source(path:str|Path, name:str) -> Path:
         (t / "SOURCE").write_text(name + "\n")
     return Path(path)
 
+def folder_source(p:str|Path) -> str:
+    "A `load_model` argument for model folder `p`: the folder, or the hub id its SOURCE file names when it holds no model."
+    p = Path(p)
+    return (p / "SOURCE").read_text().strip() if (p / "SOURCE").is_file() and not (p / "config.json").exists() else str(p)
+
 def model_source(run_dir:str|Path, name:str) -> str:
     "A `load_model` argument for model artifact `name`: its folder, or the hub id its SOURCE names."
-    p = require_artifact(run_dir, name)
-    return (p / "SOURCE").read_text().strip() if (p / "SOURCE").is_file() and not (p / "config.json").exists() else str(p)
+    return folder_source(require_artifact(run_dir, name))
 
 # %% ../nbs/00_core.ipynb #5e81c405
 def upstream_dir(run_dir:str|Path, upstream_run:str="") -> Path:
