@@ -118,6 +118,7 @@ class Profile:
     dial_sessions: int = _key("simulated (and as many real) sessions per DIAL iteration", lo=2, hi=MANY)
     disc_epochs: int = _key("epochs of each DIAL discriminator", lo=1, hi=1000)
     disc_lr: float = _key("learning rate of each DIAL discriminator", gt=0, hi=1)
+    min_disc_control: float = _key("07 stops unless a discriminator tells the real user from the naive simulator (a simulator known to differ) with at least this held-out accuracy on every task, so that DIAL has a signal to work with (negative: report only)", lo=-1, hi=1)
     dpo_lr: float = _key("DPO learning rate", gt=0, hi=1)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
