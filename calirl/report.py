@@ -118,8 +118,8 @@ def _theory_claim(t:pd.DataFrame) -> dict:
                 effect=f"min bound/actual {worst:.4f}", ci="exact (no sampling)",
                 verdict="reproduced" if worst >= 1 - 1e-9 and tight else "not reproduced")
 
-def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None) -> list[dict]:
-    "The simulator claims from `realism` (and `dial_iterations`), point estimates."
+def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame|None=None) -> list[dict]:
+    "The simulator claims from `realism` (and `dial_iterations`, with `dial_control`'s accuracy against the naive simulator for scale), point estimates."
     r = r.set_index("user")
     out = []
     if {"sft-simulator", "artifact-simulator"} <= set(r.index):
@@ -135,8 +135,9 @@ def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None) -> list[dict]:
         acc0, acc1 = float(d.disc_accuracy.iloc[0]), float(d.disc_accuracy.iloc[-1])
         h = r.loc["scripted-human", "distinct_2"]
         g0, g1 = abs(r.loc["sft-simulator", "distinct_2"] - h), abs(r.loc[last, "distinct_2"] - h)
+        scale = f" (against the naive simulator: {control.disc_accuracy.mean():.3f})" if control is not None and len(control) else ""
         out.append(dict(claim="DIAL lowers discriminator accuracy and restores diversity", evidence=f"SFT vs {last} (07, 08)",
-                        effect=f"disc. accuracy {acc0:.3f} → {acc1:.3f}; distinct-2 gap to the real user {g0:.3f} → {g1:.3f}", ci="not computed",
+                        effect=f"disc. accuracy {acc0:.3f} → {acc1:.3f}{scale}; distinct-2 gap to the real user {g0:.3f} → {g1:.3f}", ci="not computed",
                         verdict=f"{'reproduced' if acc1 < acc0 and g1 < g0 else 'not reproduced'} (point estimates)"))
     return out
 
@@ -174,7 +175,7 @@ def claims(figures_dir:str|Path) -> pd.DataFrame:
         rows += _paired_claims(p, "calibrated beats naive", [("Calibrated Interactive − Naive Interactive", "math-chat"),
                                                              ("Calibrated Interactive − Naive Interactive", "average")])
     r = read("realism")
-    rows += _realism_claims(r, read("dial_iterations")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
+    rows += _realism_claims(r, read("dial_iterations"), read("dial_control")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
     a = read("ablation")
     rows.append(_ablation_claim(a) if a is not None and (~a.simulator.isin(["real", "sft", "dial"])).any() else missing("simulator artifacts cause reward hacking", "ablation"))
     return pd.DataFrame(rows, columns=["claim", "evidence", "effect", "ci", "verdict"])
