@@ -195,6 +195,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'calirl.core.upstream_dir': ('core.html#upstream_dir', 'calirl/core.py'),
                              'calirl.core.write_source': ('core.html#write_source', 'calirl/core.py')},
             'calirl.dial': { 'calirl.dial._right_padded': ('dial.html#_right_padded', 'calirl/dial.py'),
+                             'calirl.dial.control_problems': ('dial.html#control_problems', 'calirl/dial.py'),
                              'calirl.dial.disc_example': ('dial.html#disc_example', 'calirl/dial.py'),
                              'calirl.dial.disc_metrics': ('dial.html#disc_metrics', 'calirl/dial.py'),
                              'calirl.dial.dpo_step': ('dial.html#dpo_step', 'calirl/dial.py'),

@@ -6,7 +6,7 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 
 # %% auto #0
 __all__ = ['P0', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_metrics', 'logit',
-           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_step']
+           'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_step', 'control_problems']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
 import tempfile
@@ -140,3 +140,9 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
 def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, seed:int=0, **kw):
     "One DIAL refinement: one epoch of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen; `kw` go to `dpo_train`."
     return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=1, seed=seed, **kw)
+
+# %% ../nbs/07_dial.ipynb #d1a1c0a9
+def control_problems(control:pd.DataFrame, min_accuracy:float) -> list[str]:
+    "Tasks on which the discriminator against a simulator known to differ (rows `task`, `disc_accuracy`) stays below `min_accuracy`."
+    return [f"{r.task}: real vs naive simulator, held-out accuracy {r.disc_accuracy:.3f} < min_disc_control {min_accuracy}"
+            for r in control.itertuples() if not r.disc_accuracy >= min_accuracy]
