@@ -119,7 +119,11 @@ class Profile:
     disc_epochs: int = _key("epochs of each DIAL discriminator", lo=1, hi=1000)
     disc_lr: float = _key("learning rate of each DIAL discriminator", gt=0, hi=1)
     min_disc_control: float = _key("07 stops unless a discriminator tells the real user from the naive simulator (a simulator known to differ) with at least this held-out accuracy on every task, so that DIAL has a signal to work with (negative: report only)", lo=-1, hi=1)
-    dpo_lr: float = _key("DPO learning rate", gt=0, hi=1)
+    dial_dpo_lr: float = _key("learning rate of each DIAL DPO refinement", gt=0, hi=1)
+    dial_dpo_epochs: int = _key("epochs over its preference pairs of each DIAL DPO refinement", lo=1, hi=1000)
+    min_dial_gain: float = _key("07 stops unless each DIAL DPO refinement raises, on held-out items, the final log-odds of real that the discriminator which made its pairs gives "
+                                "the simulator's sessions, the 95 % interval of the gain lying above this (negative: report only)", lo=-1, hi=100)
+    dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO", gt=0, hi=1)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
     dpo_beta: float = _key("DPO β (0 would make the DPO loss constant)", gt=0)
