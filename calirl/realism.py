@@ -12,7 +12,8 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'ACT_PROMPT', 'no
            'has_cue', 'assistant_asked', 'is_leak', 'user_act', 'act_label', 'TextAssistant', 'dialogues_with',
            'replies', 'right_reveal_rate', 'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks',
            'goal_leak_rate', 'termination_stats', 'history_prefixes', 'rule_acts', 'next_act_samples',
-           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'realism_report']
+           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'realism_report',
+           'realism_difference']
 
 # %% ../nbs/08_realism.ipynb #573699b0
 import copy, os, random, re, sys, time
@@ -484,11 +485,16 @@ def _texts(dialogues:list[Conversation]) -> list[str]:
     "Every user message of `dialogues`."
     return [m["content"] for d in dialogues for m in d.messages if m["role"] == "user"]
 
+def _rewards(dialogues:list[Conversation], items:list[TaskItem], judge="verifier") -> np.ndarray:
+    "Task reward of each of `dialogues` by `judge` (NaN: unscorable)."
+    by_id = {it.item_id: it for it in items}
+    v = [task_reward(by_id[d.item_id], d.messages, judge, termination=d.termination).value for d in dialogues]
+    return np.array([np.nan if x is None else x for x in v], float)
+
 def _mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verifier") -> float:
     "Mean task reward of `dialogues` by `judge` (unscorable ones left out)."
-    by_id = {it.item_id: it for it in items}
-    v = [s.value for d in dialogues if (s := task_reward(by_id[d.item_id], d.messages, judge, termination=d.termination)).value is not None]
-    return float(np.mean(v)) if v else float("nan")
+    v = _rewards(dialogues, items, judge)
+    return float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan")
 
 # %% ../nbs/08_realism.ipynb #45c90517
 def realism_report(users:dict,                        # name -> user model (`respond(items, chats, states)`)
@@ -521,7 +527,8 @@ def realism_report(users:dict,                        # name -> user model (`res
     acts_of = rule_acts if tiny_rules else annotate
     R = next_act_samples(real_user, hist_items, pre, n_samples, seed, annotate=acts_of) if acts_of else None
     real_texts = _texts(D_real)
-    J_real = _mean_reward(D_real, items, judge)
+    rewards_real = _rewards(D_real, items, judge)                   # per item: the bootstrap of `realism_difference` resamples them
+    J_real = float(np.nanmean(rewards_real)) if (~np.isnan(rewards_real)).any() else nan
     models = {real_name: (real_user, seed + 1), **{n: (u, seed) for n, u in users.items() if n != real_name}}
     runs = {}
     for name, (u, s) in models.items():
@@ -530,7 +537,7 @@ def realism_report(users:dict,                        # name -> user model (`res
         runs[name] = (u, s, D)
         log(f"{name}: {len(D)} conversations in {time.time() - t0:.1f} s")
     m = min(len(_texts(D)) for _, _, D in runs.values())
-    rows = {}
+    rows, l1, rewards = {}, {}, {}
     for name, (u, s, D) in runs.items():
         t0 = time.time()
         texts = _texts(D)
@@ -540,8 +547,11 @@ def realism_report(users:dict,                        # name -> user model (`res
             syc = sycophancy_probe(u, items, s)
             agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in replies(D, items) if a and set(a) & _LABELS]
         else: syc, agree = None, []                          # no act labels off the tiny world: these stay unmeasured
-        dh = delta_hat(R, next_act_samples(u, hist_items, pre, n_samples, s, annotate=acts_of), turns, len(sel), H) if acts_of else np.full(H, nan)
-        J = _mean_reward(D, items, judge)
+        S = next_act_samples(u, hist_items, pre, n_samples, s, annotate=acts_of) if acts_of else None
+        dh = delta_hat(R, S, turns, len(sel), H) if acts_of else np.full(H, nan)
+        if acts_of: l1[name] = np.abs(act_distributions(R) - act_distributions(S)).sum(1)   # per history prefix: what δ̂ sums
+        rewards[name] = _rewards(D, items, judge)
+        J = float(np.nanmean(rewards[name])) if (~np.isnan(rewards[name])).any() else nan
         term = termination_stats(D, H)
         rows[name] = dict(
             role="real (re-run)" if name == real_name else "simulator", user_messages=len(texts),
@@ -562,5 +572,39 @@ def realism_report(users:dict,                        # name -> user model (`res
                     n_live=np.bincount(turns, minlength=H)[:H].tolist(), acts=list(ACTS), lsm_rules=rules, R_max=R_max,
                     act_annotator="rules" if tiny_rules else type(annotate).__name__ if annotate else None,
                     acts_unreadable=getattr(annotate, "unreadable", 0) if not tiny_rules else 0,
-                    acts_labelled=getattr(annotate, "labelled", None) if not tiny_rules else None)
+                    acts_labelled=getattr(annotate, "labelled", None) if not tiny_rules else None,
+                    rewards=rewards, rewards_real=rewards_real, l1=l1, prefix_dialogue=[i for i, _, _ in pre], turns=turns)
     return df
+
+# %% ../nbs/08_realism.ipynb #c9e1a002
+def _delta_means(l1:np.ndarray, turns:np.ndarray, W:np.ndarray, n_dialogues:int, H:int) -> np.ndarray:
+    "Mean over t of δ̂_t for each row of prefix weights `W` (B, P), as `delta_hat` sums (a prefix without an act: the others at t stand in)."
+    ok = ~np.isnan(l1)
+    out = np.zeros((len(W), H))
+    for t in range(H):
+        at = turns == t
+        n_all, n_ok = W[:, at].sum(1), W[:, at & ok].sum(1)
+        total = (W[:, at & ok] * l1[at & ok]).sum(1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, t] = np.where(n_ok > 0, total * n_all / np.maximum(n_ok, 1e-300), np.where(n_all > 0, np.nan, 0.0)) / max(n_dialogues, 1)
+    return out.mean(1)
+
+def realism_difference(report:pd.DataFrame, a:str, b:str, B:int=2000, seed:int=0, level:float=0.95) -> dict:
+    "User `a` minus user `b` of `realism_report`: δ̂ and the return gap to the real user, each with its bootstrap interval (items and δ̂'s dialogues resampled, the same draws for every user)."
+    at, rng, q = report.attrs, np.random.default_rng(seed), [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+    r = report.set_index("user")
+    real, ra, rb = (np.asarray(x, float) for x in (at["rewards_real"], at["rewards"][a], at["rewards"][b]))
+    idx = rng.integers(0, len(real), (B, len(real)))                                  # (B, items)
+    with np.errstate(invalid="ignore"):
+        gap = lambda x: np.abs(np.nanmean(x[idx], 1) - np.nanmean(real[idx], 1))
+        g = gap(ra) - gap(rb)
+    out = dict(comparison=f"{a} − {b}", gap_diff=float(r.loc[a, "J_gap"] - r.loc[b, "J_gap"]), gap_low=float(np.nanpercentile(g, q[0])),
+               gap_high=float(np.nanpercentile(g, q[1])), items=len(real))
+    if a in at["l1"] and b in at["l1"]:
+        pd_, turns, H = np.asarray(at["prefix_dialogue"]), np.asarray(at["turns"]), report.attrs["H"]
+        n = int(pd_.max()) + 1 if len(pd_) else 0
+        W = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(B)])[:, pd_].astype(float)   # (B, P): each prefix's draws
+        d = _delta_means(np.asarray(at["l1"][a]), turns, W, n, H) - _delta_means(np.asarray(at["l1"][b]), turns, W, n, H)
+        out.update(delta_diff=float(r.loc[a, "delta_mean"] - r.loc[b, "delta_mean"]), delta_low=float(np.nanpercentile(d, q[0])),
+                   delta_high=float(np.nanpercentile(d, q[1])), dialogues=n)
+    return out

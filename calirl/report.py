@@ -118,16 +118,27 @@ def _theory_claim(t:pd.DataFrame) -> dict:
                 effect=f"min bound/actual {worst:.4f}", ci="exact (no sampling)",
                 verdict="reproduced" if worst >= 1 - 1e-9 and tight else "not reproduced")
 
-def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame|None=None) -> list[dict]:
-    "The simulator claims from `realism` (and `dial_iterations`, with `dial_control`'s accuracy against the naive simulator for scale), point estimates."
+def _both(*verdicts:str) -> str:
+    "The verdict of a claim with several parts: reproduced if every part is, not reproduced if any part is not, else inconclusive."
+    return "reproduced" if all(v == "reproduced" for v in verdicts) else "not reproduced" if "not reproduced" in verdicts else "inconclusive"
+
+def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame|None=None, comparison:pd.DataFrame|None=None) -> list[dict]:
+    "The simulator claims from `realism`, with `realism_comparison`'s and `dial_iterations`' intervals where the run made them (else point estimates); `dial_control`'s accuracy against the naive simulator for scale."
     r = r.set_index("user")
+    cmp = comparison.set_index("comparison") if comparison is not None and "comparison" in comparison else pd.DataFrame()
     out = []
     if {"sft-simulator", "artifact-simulator"} <= set(r.index):
         s, a = r.loc["sft-simulator"], r.loc["artifact-simulator"]
-        ok = s.delta_mean < a.delta_mean and s.J_gap < a.J_gap
-        out.append(dict(claim="the calibrated simulator has a smaller δ̂ and sim-to-real gap", evidence="SFT vs artifact simulator (08)",
-                        effect=f"δ̂ {s.delta_mean:.3f} vs {a.delta_mean:.3f}; return gap {s.J_gap:.3f} vs {a.J_gap:.3f}", ci="not computed",
-                        verdict=f"{'reproduced' if ok else 'not reproduced'} (point estimates)"))
+        row = dict(claim="the calibrated simulator has a smaller δ̂ and sim-to-real gap", evidence="SFT vs artifact simulator (08)",
+                   effect=f"δ̂ {s.delta_mean:.3f} vs {a.delta_mean:.3f}; return gap {s.J_gap:.3f} vs {a.J_gap:.3f}")
+        if "sft-simulator − artifact-simulator" in cmp.index and "delta_low" in cmp:
+            c = cmp.loc["sft-simulator − artifact-simulator"]
+            row.update(ci=f"δ̂ difference [{c.delta_low:+.3f}, {c.delta_high:+.3f}]; gap difference [{c.gap_low:+.3f}, {c.gap_high:+.3f}]",
+                       verdict=_both(_ci_verdict(-c.delta_high, -c.delta_low), _ci_verdict(-c.gap_high, -c.gap_low)))   # the claim: both differences < 0
+        else:
+            ok = s.delta_mean < a.delta_mean and s.J_gap < a.J_gap
+            row.update(ci="not computed", verdict=f"{'reproduced' if ok else 'not reproduced'} (point estimates)")
+        out.append(row)
     its = sorted(i for i in r.index if str(i).startswith("dial-it"))
     if dial is not None and its and "sft-simulator" in r.index and "scripted-human" in r.index:
         d = dial.set_index("simulator")
@@ -136,9 +147,15 @@ def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame
         h = r.loc["scripted-human", "distinct_2"]
         g0, g1 = abs(r.loc["sft-simulator", "distinct_2"] - h), abs(r.loc[last, "distinct_2"] - h)
         scale = f" (against the naive simulator: {control.disc_accuracy.mean():.3f})" if control is not None and len(control) else ""
-        out.append(dict(claim="DIAL lowers discriminator accuracy and restores diversity", evidence=f"SFT vs {last} (07, 08)",
-                        effect=f"disc. accuracy {acc0:.3f} → {acc1:.3f}{scale}; distinct-2 gap to the real user {g0:.3f} → {g1:.3f}", ci="not computed",
-                        verdict=f"{'reproduced' if acc1 < acc0 and g1 < g0 else 'not reproduced'} (point estimates)"))
+        row = dict(claim="DIAL lowers discriminator accuracy and restores diversity", evidence=f"SFT vs {last} (07, 08)",
+                   effect=f"disc. accuracy {acc0:.3f} → {acc1:.3f}{scale}; distinct-2 gap to the real user {g0:.3f} → {g1:.3f}")
+        if {"change_low", "change_high"} <= set(dial.columns):
+            lo, hi = float(dial.change_low.iloc[-1]), float(dial.change_high.iloc[-1])
+            acc = _ci_verdict(-hi, -lo)                                      # the claim: accuracy falls
+            row.update(ci=f"accuracy change [{lo:+.3f}, {hi:+.3f}]; diversity: point estimate",
+                       verdict=_both(acc, "reproduced" if g1 < g0 else "inconclusive"))   # a diversity gap without an interval decides nothing against
+        else: row.update(ci="not computed", verdict=f"{'reproduced' if acc1 < acc0 and g1 < g0 else 'not reproduced'} (point estimates)")
+        out.append(row)
     return out
 
 # %% ../nbs/14_report.ipynb #29920f01
@@ -175,7 +192,7 @@ def claims(figures_dir:str|Path) -> pd.DataFrame:
         rows += _paired_claims(p, "calibrated beats naive", [("Calibrated Interactive − Naive Interactive", "math-chat"),
                                                              ("Calibrated Interactive − Naive Interactive", "average")])
     r = read("realism")
-    rows += _realism_claims(r, read("dial_iterations"), read("dial_control")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
+    rows += _realism_claims(r, read("dial_iterations"), read("dial_control"), read("realism_comparison")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
     a = read("ablation")
     rows.append(_ablation_claim(a) if a is not None and (~a.simulator.isin(["real", "sft", "dial"])).any() else missing("simulator artifacts cause reward hacking", "ablation"))
     return pd.DataFrame(rows, columns=["claim", "evidence", "effect", "ci", "verdict"])
