@@ -602,7 +602,7 @@ def realism_difference(report:pd.DataFrame, a:str, b:str, B:int=2000, seed:int=0
                gap_high=float(np.nanpercentile(g, q[1])), items=len(real))
     if a in at["l1"] and b in at["l1"]:
         pd_, turns, H = np.asarray(at["prefix_dialogue"]), np.asarray(at["turns"]), report.attrs["H"]
-        n = int(pd_.max()) + 1 if len(pd_) else 0
+        n = int(at["n_hist"])                                                      # every history dialogue, with or without a prefix
         W = np.stack([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(B)])[:, pd_].astype(float)   # (B, P): each prefix's draws
         d = _delta_means(np.asarray(at["l1"][a]), turns, W, n, H) - _delta_means(np.asarray(at["l1"][b]), turns, W, n, H)
         out.update(delta_diff=float(r.loc[a, "delta_mean"] - r.loc[b, "delta_mean"]), delta_low=float(np.nanpercentile(d, q[0])),
