@@ -8,9 +8,10 @@ section; nothing here imports torch."""
 __all__ = ['SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_TASK_KEYS', 'PHASES', 'ARTIFACTS', 'check_batch',
            'Profile', 'ProfileError', 'key_range', 'check_value', 'read_profiles', 'parse_overrides', 'load_profile',
            'typed_value', 'profile_value', 'GRPOSettings', 'PerTask', 'seed_everything', 'save_phases', 'timed',
-           'n_workers', 'one_thread', 'pmap', 'atomic_path', 'save_json', 'load_json', 'save_parquet', 'load_parquet',
-           'save_table', 'save_figure', 'MissingArtifactError', 'artifact_path', 'require_artifact', 'write_source',
-           'folder_source', 'model_source', 'upstream_dir', 'phase2_simulator_path']
+           'n_workers', 'blas_threads', 'one_thread', 'pmap', 'trainer_threads', 'atomic_path', 'save_json',
+           'load_json', 'save_parquet', 'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError',
+           'artifact_path', 'require_artifact', 'write_source', 'folder_source', 'model_source', 'upstream_dir',
+           'phase2_simulator_path']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
@@ -445,16 +446,20 @@ def _cuda() -> bool:
 
 # %% ../nbs/00_core.ipynb #0109855d
 @contextlib.contextmanager
-def one_thread():
-    "Run the block with one torch (BLAS) thread, then restore the count."
-    if importlib.util.find_spec("torch") is None:
+def blas_threads(n:int):
+    "Run the block with `n` torch (BLAS) threads, then restore the count; `n` ≤ 0 leaves the count as it is."
+    if n <= 0 or importlib.util.find_spec("torch") is None:
         yield
         return
     import torch
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(n)
     try: yield
     finally: torch.set_num_threads(before)
+
+def one_thread():
+    "Run the block with one torch (BLAS) thread, then restore the count."
+    return blas_threads(1)
 
 def _job(fn:Callable, job:Any, worker:bool) -> Any:
     "`fn(job)` with one thread; in a worker, without the parent's phase file (its time is the parent's `workers`)."
@@ -469,6 +474,12 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
     from joblib import Parallel, delayed
     with timed("workers"):
         return Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, j, True) for j in jobs)
+
+# %% ../nbs/00_core.ipynb #3ec4edb9
+def trainer_threads(workers:int, device:str="cpu") -> int:
+    "BLAS threads for the training steps a notebook runs itself: on the CPU one per core a pool would use (`n_workers`), elsewhere 0 (torch's count)."
+    on_cpu = device == "cpu" or (device == "auto" and not _cuda())
+    return n_workers(workers, device) if on_cpu else 0
 
 # %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager

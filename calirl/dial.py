@@ -43,8 +43,8 @@ def disc_example(tok, messages:list[dict], real:bool) -> dict:
 
 # %% ../nbs/07_dial.ipynb #c6180d67
 def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list[list[dict]], epochs:int, lr:float,
-                        batch_size:int=16, seed:int=0):
-    "A discriminator initialised from the model at `init_path`, trained on balanced real/simulated sessions."
+                        batch_size:int=16, seed:int=0, threads:int=0):
+    "A discriminator initialised from the model at `init_path`, trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count)."
     from datasets import Dataset
     from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer, TrainingArguments
     n = min(len(real), len(sim))
@@ -56,7 +56,7 @@ def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list
                              disable_tqdm=True, lr_scheduler_type="cosine", warmup_steps=0)
     tok_r = _right_padded(tok)
     run_trainer(Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows).shuffle(seed=seed),
-                        data_collator=DataCollatorForTokenClassification(tok_r)))
+                        data_collator=DataCollatorForTokenClassification(tok_r)), threads=threads)
     return model.eval()
 
 # %% ../nbs/07_dial.ipynb #31322026

@@ -14,7 +14,7 @@ __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'run_trainer', 'precision_args', 're
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
 from pathlib import Path
-from .core import timed
+from .core import blas_threads, timed
 
 # %% ../nbs/04b_training.ipynb #2f24fb98
 def _step_timer():
@@ -30,12 +30,12 @@ def _step_timer():
             self.cm = None
     return StepTimer()
 
-def run_trainer(tr, **kw):
-    "`tr.train(**kw)`, its optimizer steps timed as `training_step` and the rest as `trainer`."
+def run_trainer(tr, threads:int=0, **kw):
+    "`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), its optimizer steps timed as `training_step` and the rest as `trainer`."
     timer = _step_timer()
     tr.add_callback(timer)
     try:
-        with timed("trainer"): return tr.train(**kw)
+        with blas_threads(threads), timed("trainer"): return tr.train(**kw)
     finally:
         if timer.cm is not None: timer.cm.__exit__(None, None, None)     # a step that raised
         tr.remove_callback(timer)
@@ -158,11 +158,13 @@ def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> st
     return None
 
 def trainer_kw(keys, name:str) -> dict:
-    "`sft_train`/`dpo_train` arguments for the trainer `name` from the profile `keys` (a notebook's globals): processes, accelerate config, log, report_to."
+    "`sft_train`/`dpo_train` arguments for the trainer `name` from the profile `keys` (a notebook's globals): processes, accelerate config, log, report_to, threads."
+    from calirl.core import trainer_threads
     procs = n_processes(keys["processes"], keys["device"])
     logs = Path(keys["run_dir"]) / "logs"
     return dict(processes=procs, accelerate_config=launch_config(keys["accelerate_config"], keys["run_dir"], procs, keys["device"]),
-                log=logs / f"{name}.log", report_to=keys["report_to"], logs_dir=logs / name)
+                log=logs / f"{name}.log", report_to=keys["report_to"], logs_dir=logs / name,
+                threads=trainer_threads(keys["workers"], keys["device"]) if procs == 1 else 0)
 
 # %% ../nbs/04b_training.ipynb #96d9f2bb
 def save_trained(tr, tok, path:str|Path) -> Path:
@@ -215,13 +217,13 @@ def _sft_job(job:dict) -> list[dict]:
 
 def sft_train(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
               seed:int=0, sampling:str="random", processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None,
-              report_to="none", logs_dir:str|Path|None=None):
-    "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here or over `processes` launched processes."
+              report_to="none", logs_dir:str|Path|None=None, threads:int=0):
+    "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes."
     args = dict(chats=chats, out_dir=str(out_dir), epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed, sampling=sampling,
                 processes=processes, report_to=report_to, logs_dir=logs_dir)
     if processes <= 1:
         tr = _sft_trainer(model, tok, **args)
-        run_trainer(tr)
+        run_trainer(tr, threads=threads)
         return tr.model, [h for h in tr.state.log_history if "loss" in h]
     import torch
     from calirl.models import save_model
@@ -266,13 +268,14 @@ def _dpo_job(job:dict) -> list[dict]:
 
 def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
               seed:int=0, device:str="cpu", dtype:str="float32", scheduler:str="linear", precompute_ref:bool=False,
-              processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None, report_to="none", logs_dir:str|Path|None=None):
-    "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`, here or over `processes` launched processes; reference = that model, frozen."
+              processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None, report_to="none", logs_dir:str|Path|None=None,
+              threads:int=0):
+    "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; reference = that model, frozen."
     args = dict(model_path=str(model_path), pairs=pairs, lr=lr, beta=beta, batch_size=batch_size, max_length=max_length, epochs=epochs, seed=seed,
                 device=device, dtype=dtype, scheduler=scheduler, precompute_ref=precompute_ref, processes=processes, report_to=report_to, logs_dir=logs_dir)
     if processes <= 1:
         tr, tok = _dpo_trainer(**args)
-        run_trainer(tr)
+        run_trainer(tr, threads=threads)
         return tr.model.eval(), tok, [h for h in tr.state.log_history if "loss" in h]
     from calirl.models import load_model
     with tempfile.TemporaryDirectory() as d:
@@ -301,12 +304,13 @@ def sft_heldout_loss(model, tok, chats:list[list[dict]], max_length:int, batch_s
     return float(tr.evaluate()["eval_loss"])
 
 # %% ../nbs/04b_training.ipynb #c1e68589
-SFT_SETUPS = {"random": ("random", 1), "group_by_length": ("group_by_length", 1), "random_2proc": ("random", 2)}
+SFT_SETUPS = {"random": ("random", 1, 1), "group_by_length": ("group_by_length", 1, 1), "random_2proc": ("random", 2, 1),
+              "random_threads": ("random", 1, 0)}    # sampling, processes, BLAS threads (0: one per core, `trainer_threads`)
 
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `SFT_SETUPS`; a dict."
     import time
-    from calirl.core import one_thread
+    from calirl.core import blas_threads, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
@@ -316,16 +320,20 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 200, seed), seed), 1024)
     steps = epochs * -(-n // batch_size)
     out = dict(n=n, epochs=epochs, batch_size=batch_size, steps=steps)
-    for name, (sampling, procs) in SFT_SETUPS.items():
+    for name, (sampling, procs, threads) in SFT_SETUPS.items():
         model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
-        with one_thread(), tempfile.TemporaryDirectory() as d:
+        n_threads = threads or trainer_threads(0, "cpu")
+        out[f"threads_{name}"] = n_threads
+        with blas_threads(n_threads), tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
             model, _ = sft_train(model, ptok, chats, d, epochs, 1e-3, batch_size, 512, seed, sampling=sampling, processes=procs)
             out[f"step_s_{name}"] = (time.perf_counter() - t0) / steps
             out[f"heldout_loss_{name}"] = sft_heldout_loss(model, ptok, held, 512)
-        log(f"{name:>16}: {out[f'step_s_{name}']:.3f} s per step; held-out loss {out[f'heldout_loss_{name}']:.4f}")
+        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {out[f'step_s_{name}']:.3f} s per step; held-out loss {out[f'heldout_loss_{name}']:.4f}")
     out["speedup"] = out["step_s_random"] / out["step_s_group_by_length"]
     out["speedup_2proc"] = out["step_s_random"] / out["step_s_random_2proc"]
-    log(f"SFT step: grouped by length {out['speedup']:.2f}x, two processes {out['speedup_2proc']:.2f}x faster than one process in random order")
+    out["speedup_threads"] = out["step_s_random"] / out["step_s_random_threads"]
+    log(f"SFT step, against one process on one thread in random order: grouped by length {out['speedup']:.2f}x, two processes {out['speedup_2proc']:.2f}x, "
+        f"{out['threads_random_threads']} threads (as `calirl reproduce` trains now) {out['speedup_threads']:.2f}x faster")
     return out
 
