@@ -86,6 +86,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'calirl.base_policy': { 'calirl.base_policy.PerfectAsker': ('base_policy.html#perfectasker', 'calirl/base_policy.py'),
                                     'calirl.base_policy.PerfectAsker.speak': ( 'base_policy.html#perfectasker.speak',
                                                                                'calirl/base_policy.py'),
+                                    'calirl.base_policy._ask_interval': ('base_policy.html#_ask_interval', 'calirl/base_policy.py'),
                                     'calirl.base_policy._asks_first': ('base_policy.html#_asks_first', 'calirl/base_policy.py'),
                                     'calirl.base_policy._scores': ('base_policy.html#_scores', 'calirl/base_policy.py'),
                                     'calirl.base_policy._success': ('base_policy.html#_success', 'calirl/base_policy.py'),

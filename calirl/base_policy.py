@@ -77,9 +77,19 @@ def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens
     A = ((R - R.mean(1, keepdims=True)) / (R.std(1, ddof=1, keepdims=True) + 1e-4)).ravel()
     ask = _asks_first(items, convs)
     nan = float("nan")
+    lo, hi = _ask_interval(A.reshape(-1, G), ask.reshape(-1, G), seed)
     return dict(asks_first=float(ask.mean()), R_ask=float(R.ravel()[ask].mean()) if ask.any() else nan,
                 R_other=float(R.ravel()[~ask].mean()) if (~ask).any() else nan,
-                A_ask=float(A[ask].mean()) if ask.any() else nan, A_other=float(A[~ask].mean()) if (~ask).any() else nan)
+                A_ask=float(A[ask].mean()) if ask.any() else nan, A_ask_low=lo, A_ask_high=hi,
+                A_other=float(A[~ask].mean()) if (~ask).any() else nan)
+
+def _ask_interval(A:np.ndarray, ask:np.ndarray, seed:int=0, B:int=2000) -> tuple[float, float]:
+    "95 % bootstrap interval of the mean advantage of asking episodes, resampling the groups (rows of `A`, `ask`)."
+    if not ask.any(): return float("nan"), float("nan")
+    idx = np.random.default_rng(seed).integers(0, len(A), (B, len(A)))
+    num, den = (A * ask).sum(1)[idx].sum(1), ask.sum(1)[idx].sum(1)
+    boot = num[den > 0] / den[den > 0]
+    return float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))
 
 # %% ../nbs/04c_base_policy.ipynb #bbcf2dd5
 def world_problems(checks:dict[str, dict], min_headroom:float) -> list[str]:

@@ -459,22 +459,31 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     rf = interactive_rollout_func(scripted_human(), items, tok, H, settings, max_len)
     from transformers import TrainerCallback
     cb = type("Mark", (TrainerCallback,), {"on_step_end": lambda self, *a, **k: mark()})()
-    train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb])
+    tr = train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb])
     (t0, p0), (t1, p1) = marks[0], marks[-1]
     n = len(marks) - 1
-    return dict(step_s=(t1 - t0) / n, **{f"{k}_s": (p1.get(k, 0.0) - p0.get(k, 0.0)) / n for k in ("generation", "scoring", "training_step")})
+    turns = [h["episode/turns"] for h in step_log(tr)[1:] if "episode/turns" in h]
+    return dict(step_s=(t1 - t0) / n, **{f"{k}_s": (p1.get(k, 0.0) - p0.get(k, 0.0)) / n for k in ("generation", "scoring", "training_step")},
+                turns=sum(turns) / len(turns) if turns else float("nan"))
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
 def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
-                    seed:int=0, log=print) -> dict:
-    "Seconds per multi-turn GRPO step with rollouts on `generate` and on the lean decoder, split by phase; a dict."
+                    seed:int=0, sft_conversations:int=320, log=print) -> dict:
+    "Seconds per multi-turn GRPO step with rollouts on `generate` and on the lean decoder, split by phase, from a policy SFT'd on `sft_conversations` scripted chats; a dict."
     import os
+    from calirl.core import blas_threads, trainer_threads
+    from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
-    from calirl.users import world_corpus
+    from calirl.training import sft_train
+    from calirl.users import ScriptedAssistant, scripted_human, world_corpus
     items = {it.item_id: it for it in tiny_items("math-chat", "train", 64, seed)}
     tok = train_tokenizer(world_corpus(list(items.values())[:32], seed), 1024)
     model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
+    if sft_conversations:                                     # a policy that ends its turns, so that episodes run several rounds
+        demos = [d.messages for d in converse(scripted_human(), ScriptedAssistant(0.35, 0.1), tiny_items("math-chat", "eval", sft_conversations, seed), H, seed)]
+        with tempfile.TemporaryDirectory() as d:
+            model, _ = sft_train(model, ptok, demos, d, 2, 1e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
     model_dir = save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
     settings = GRPOSettings(G=G, grpo_batch=G * prompts, grpo_lr=1e-4, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28,
                             kl_beta=0.0, train_temperature=1.0, max_new_tokens=max_new_tokens, seed=seed, device="cpu",
@@ -487,7 +496,8 @@ def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens
             r = _grpo_steps(engine, steps, str(model_dir), items, settings, H, max_len)
             out.update({f"{k}_{engine}": v for k, v in r.items()})
             log(f"{engine:>9}: {r['step_s']:.2f} s per step = generation {r['generation_s']:.2f} + scoring {r['scoring_s']:.2f} "
-                f"+ optimizer step {r['training_step_s']:.2f} + rest {r['step_s'] - r['generation_s'] - r['scoring_s'] - r['training_step_s']:.2f}")
+                f"+ optimizer step {r['training_step_s']:.2f} + rest {r['step_s'] - r['generation_s'] - r['scoring_s'] - r['training_step_s']:.2f}"
+                f" ({r['turns']:.2f} policy turns per episode)")
     finally:
         if before is None: os.environ.pop("CALIRL_DECODER", None)
         else: os.environ["CALIRL_DECODER"] = before
