@@ -47,6 +47,9 @@ class Profile:
     dtype: str = _key("model weights and compute dtype", ("float32", "bfloat16", "auto"))
     workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one per CPU core "
                         "on the CPU, 1 on a GPU. Speed only: results do not depend on it", lo=0, hi=1024)
+    threads: int = _key("BLAS threads of the trainers a notebook runs in its own process (SFT, DPO, DIAL's discriminator) on the CPU; 0: one per "
+                        "CPU core. Pools and generation keep one thread per job. It changes the order of floating-point sums, so results match "
+                        "only runs with the same count", lo=0, hi=1024)
     processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per visible CUDA GPU, 1 on the CPU. "
                           "A step's batch stays the global batch the profile names. On the CPU, SFT and DPO split every batch over the processes "
                           "(one BLAS thread each); GRPO variants share the cores as `workers` instead", lo=0, hi=1024)
@@ -476,10 +479,10 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
         return Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, j, True) for j in jobs)
 
 # %% ../nbs/00_core.ipynb #3ec4edb9
-def trainer_threads(workers:int, device:str="cpu") -> int:
-    "BLAS threads for the training steps a notebook runs itself: on the CPU one per core a pool would use (`n_workers`), elsewhere 0 (torch's count)."
+def trainer_threads(threads:int, device:str="cpu") -> int:
+    "BLAS threads for the training steps a notebook runs itself, from the profile key `threads`: on the CPU as given or, for 0, one per usable core; elsewhere 0 (torch's count)."
     on_cpu = device == "cpu" or (device == "auto" and not _cuda())
-    return n_workers(workers, device) if on_cpu else 0
+    return n_workers(threads, "cpu") if on_cpu else 0
 
 # %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager

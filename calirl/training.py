@@ -164,7 +164,7 @@ def trainer_kw(keys, name:str) -> dict:
     logs = Path(keys["run_dir"]) / "logs"
     return dict(processes=procs, accelerate_config=launch_config(keys["accelerate_config"], keys["run_dir"], procs, keys["device"]),
                 log=logs / f"{name}.log", report_to=keys["report_to"], logs_dir=logs / name,
-                threads=trainer_threads(keys["workers"], keys["device"]) if procs == 1 else 0)
+                threads=trainer_threads(keys["threads"], keys["device"]) if procs == 1 else 0)
 
 # %% ../nbs/04b_training.ipynb #96d9f2bb
 def save_trained(tr, tok, path:str|Path) -> Path:
