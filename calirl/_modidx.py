@@ -477,6 +477,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.rollout._Counting': ('rollout.html#_counting', 'calirl/rollout.py'),
                                 'calirl.rollout._Counting.__init__': ('rollout.html#_counting.__init__', 'calirl/rollout.py'),
                                 'calirl.rollout._Counting.generate': ('rollout.html#_counting.generate', 'calirl/rollout.py'),
+                                'calirl.rollout._bench_rollout': ('rollout.html#_bench_rollout', 'calirl/rollout.py'),
                                 'calirl.rollout._sanitize': ('rollout.html#_sanitize', 'calirl/rollout.py'),
                                 'calirl.rollout._time_rollouts': ('rollout.html#_time_rollouts', 'calirl/rollout.py'),
                                 'calirl.rollout.bench_rollout': ('rollout.html#bench_rollout', 'calirl/rollout.py'),

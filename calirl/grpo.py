@@ -468,10 +468,10 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
 def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
-                    seed:int=0, sft_conversations:int=320, log=print) -> dict:
+                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, log=print) -> dict:
     "Seconds per multi-turn GRPO step with rollouts on `generate` and on the lean decoder, split by phase, from a policy SFT'd on `sft_conversations` scripted chats; a dict."
     import os
-    from calirl.core import blas_threads, trainer_threads
+    from calirl.core import one_thread, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
@@ -483,17 +483,17 @@ def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens
     if sft_conversations:                                     # a policy that ends its turns, so that episodes run several rounds
         demos = [d.messages for d in converse(scripted_human(), ScriptedAssistant(0.35, 0.1), tiny_items("math-chat", "eval", sft_conversations, seed), H, seed)]
         with tempfile.TemporaryDirectory() as d:
-            model, _ = sft_train(model, ptok, demos, d, 2, 1e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
+            model, _ = sft_train(model, ptok, demos, d, sft_epochs, 2e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
     model_dir = save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
     settings = GRPOSettings(G=G, grpo_batch=G * prompts, grpo_lr=1e-4, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28,
                             kl_beta=0.0, train_temperature=1.0, max_new_tokens=max_new_tokens, seed=seed, device="cpu",
                             dtype="float32", rollout_backend="hf")
     max_len = PerTask("max_len", 512, 512)
     before = os.environ.get("CALIRL_DECODER")
-    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens)
+    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs)
     try:
         for engine in ("generate", "lean"):
-            r = _grpo_steps(engine, steps, str(model_dir), items, settings, H, max_len)
+            with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, settings, H, max_len)   # as a GRPO variant's worker runs
             out.update({f"{k}_{engine}": v for k, v in r.items()})
             log(f"{engine:>9}: {r['step_s']:.2f} s per step = generation {r['generation_s']:.2f} + scoring {r['scoring_s']:.2f} "
                 f"+ optimizer step {r['training_step_s']:.2f} + rest {r['step_s'] - r['generation_s'] - r['scoring_s'] - r['training_step_s']:.2f}"

@@ -293,8 +293,12 @@ def decode_options(model, tok, prompts:list[list[int]], max_new_tokens:int, repe
 
 # %% ../nbs/05_rollout.ipynb #33cc8be6
 def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
-    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder; a dict."
-    import torch
+    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, on one BLAS thread; a dict."
+    from calirl.core import one_thread
+    with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, log)
+
+def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int, log) -> dict:
+    "`bench_rollout`'s body."
     from calirl.models import build_tiny_model, n_params, train_tokenizer
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
