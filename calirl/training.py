@@ -334,6 +334,6 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     out["speedup_2proc"] = out["step_s_random"] / out["step_s_random_2proc"]
     out["speedup_threads"] = out["step_s_random"] / out["step_s_random_threads"]
     log(f"SFT step, against one process on one thread in random order: grouped by length {out['speedup']:.2f}x, two processes {out['speedup_2proc']:.2f}x, "
-        f"{out['threads_random_threads']} threads (as `calirl reproduce` trains now) {out['speedup_threads']:.2f}x faster")
+        f"{out['threads_random_threads']} threads (`threads = 0`) {out['speedup_threads']:.2f}x faster")
     return out
 
