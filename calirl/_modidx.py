@@ -164,6 +164,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'calirl.core._in_range': ('core.html#_in_range', 'calirl/core.py'),
                              'calirl.core._job': ('core.html#_job', 'calirl/core.py'),
                              'calirl.core._key': ('core.html#_key', 'calirl/core.py'),
+                             'calirl.core._on_cpu': ('core.html#_on_cpu', 'calirl/core.py'),
                              'calirl.core._parse_value': ('core.html#_parse_value', 'calirl/core.py'),
                              'calirl.core._suggest': ('core.html#_suggest', 'calirl/core.py'),
                              'calirl.core._where': ('core.html#_where', 'calirl/core.py'),

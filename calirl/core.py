@@ -437,9 +437,12 @@ def timed(phase:str):
 def n_workers(workers:int, device:str="cpu") -> int:
     "Worker processes for the profile key `workers`: as given, or for 0 one per usable CPU core on the CPU and 1 elsewhere."
     if workers > 0: return workers
-    on_cpu = device == "cpu" or (device == "auto" and not _cuda())
-    if not on_cpu: return 1
+    if not _on_cpu(device): return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+def _on_cpu(device:str) -> bool:
+    "Whether models on `device` run on the CPU (`auto`: when torch sees no GPU)."
+    return device == "cpu" or (device == "auto" and not _cuda())
 
 def _cuda() -> bool:
     "Whether torch is installed and sees a GPU."
@@ -481,8 +484,7 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
 # %% ../nbs/00_core.ipynb #3ec4edb9
 def trainer_threads(threads:int, device:str="cpu") -> int:
     "BLAS threads for the training steps a notebook runs itself, from the profile key `threads`: on the CPU as given or, for 0, one per usable core; elsewhere 0 (torch's count)."
-    on_cpu = device == "cpu" or (device == "auto" and not _cuda())
-    return n_workers(threads, "cpu") if on_cpu else 0
+    return n_workers(threads, "cpu") if _on_cpu(device) else 0
 
 # %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager
