@@ -14,11 +14,11 @@ from .dialogue import asks, converse, turn_rng
 from .users import ScriptedAssistant, scripted_human, world_corpus
 
 # %% ../nbs/04c_base_policy.ipynb #3f55fd13
-def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0) -> list[list[dict]]:
+def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0, keep_asking:bool=False) -> list[list[dict]]:
     "Chats (TRL `messages` format) of a scripted assistant with the scripted human on `n[task]` items of the `demo` split per task."
     out = []
     for task, k in n.items():
-        ds = converse(scripted_human(), ScriptedAssistant(ask_rate, slip), tiny_items(task, "demo", k, seed), H, seed)
+        ds = converse(scripted_human(), ScriptedAssistant(ask_rate, slip, keep_asking=keep_asking), tiny_items(task, "demo", k, seed), H, seed)
         out += [d.messages for d in ds]
     return out
 

@@ -235,10 +235,11 @@ class PromptedSimulator:
 # %% ../nbs/03_users.ipynb #247a36d3
 @dataclass
 class ScriptedAssistant:
-    "A rule-based tiny-world assistant: asks with probability `ask_rate`, slips with probability `slip`."
+    "A rule-based tiny-world assistant: asks with probability `ask_rate` (once it has chosen to ask, every turn, if `keep_asking`), slips with probability `slip`."
     ask_rate: float = 0.5
     slip: float = 0.1
     name: str = "scripted-assistant"
+    keep_asking: bool = False
 
     def _ask(self, item, missing, rng) -> str:
         g = item.goal
@@ -266,7 +267,10 @@ class ScriptedAssistant:
     def act(self, item:TaskItem, chat:list[dict], state:dict, rng) -> str:
         "The assistant's next message."
         missing = [f for f in state.get("hidden", []) if f not in state.get("revealed", [])]
-        if missing and rng.random() < self.ask_rate: return self._ask(item, missing, rng)
+        if missing and self.keep_asking and state.get("assistant_asking"): return self._ask(item, missing, rng)
+        if missing and rng.random() < self.ask_rate:
+            if self.keep_asking: state["assistant_asking"] = True   # chosen, not forced: a question it could have skipped
+            return self._ask(item, missing, rng)
         known = set(state.get("revealed", [])) | ({"b", "a"} - set(state.get("hidden", [])) if item.task == "math-chat" else set())
         if item.task == "math-chat" and "a" not in known: return self._ask(item, ["a"], rng)   # cannot even guess without a
         if item.task == "docedit-chat" and "draft" not in known and "draft" in state.get("hidden", []): return self._ask(item, ["draft"], rng)
