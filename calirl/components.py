@@ -174,7 +174,7 @@ def _naive(k:dict, run_dir) -> dict:
     "The naive simulator: the artifact simulator, or `simulator_model` prompted."
     if k["naive_simulator"] == "artifact-simulator": return dict(kind="artifact-simulator")
     if k["naive_simulator"] != "prompted": raise unknown("naive_simulator", k["naive_simulator"], ("artifact-simulator", "prompted"))
-    if k["simulator_model"] == "tiny": raise ComponentError("naive_simulator = prompted needs `simulator_model` to name a model (hub id or path), not `tiny`")
+    if k["simulator_model"] in ("tiny", "tiny-base"): raise ComponentError(f"naive_simulator = prompted needs `simulator_model` to name a model (hub id or path), not `{k['simulator_model']}`")
     return dict(kind="prompted", model=k["simulator_model"], backend=k["simulator_backend"], device=k["device"], dtype=k["dtype"],
                 max_new_tokens=k["max_new_tokens"], temperature=1.0, name=f"naive:{k['simulator_model']}", seed=k["seed"])
 

@@ -64,7 +64,7 @@ class Profile:
     data_revision: str = _key("world = collabllm: the hub revision (commit, tag or branch) its datasets are read at; empty: the latest")
     # models
     policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id (pinned: `org/model@revision`) or local path (`./…`: relative to the project)")
-    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny`, a hub id (pinned: `org/model@revision`) or a path (`./…`: relative to the project)")
+    simulator_model: str = _key("user simulator U_θ before Phase I: `tiny` (fresh weights), `tiny-base` (the tiny base policy's), a hub id (pinned: `org/model@revision`) or a path (`./…`: relative to the project)")
     oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id or path (`./…`: relative to the project)")
     judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id or path (`./…`: relative to the project)")
     judge_max_new_tokens: int = _key("max new tokens of one reply of a judge model (its reasoning and verdict)", lo=1, hi=32_768)

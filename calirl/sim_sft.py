@@ -44,9 +44,12 @@ def trained_text(tok, chat:list[dict]) -> list[str]:
     return spans + ([tok.decode(cur)] if cur else [])
 
 # %% ../nbs/06_simulator_sft.ipynb #07302d5a
-def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, lora:bool, seed:int=0):
-    "The model Phase I starts from: a fresh tiny model, or a hub model (optionally with a LoRA adapter)."
+def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, lora:bool, seed:int=0, base:str|None=None):
+    "The model Phase I starts from: a fresh tiny model (`tiny`), the tiny base policy's weights at `base` (`tiny-base`), or a hub model (optionally with a LoRA adapter)."
     if simulator_model == "tiny": return build_tiny_model(tok, arch, hidden, layers, role="simulator", seed=seed)
+    if simulator_model == "tiny-base":
+        if base is None: raise ValueError("simulator_model = tiny-base starts from the base policy: pass its folder as `base`")
+        return load_model(base)[0], with_role(tok, "simulator")
     m, t = load_model(simulator_model, lora={} if lora else None)
     return m, simulator_template(t)
 
