@@ -12,7 +12,7 @@ from pathlib import Path
 from .tasks import TaskItem
 from .rollout import rollout, simulator_context
 from .prompts import policy_turns
-from .models import build_tiny_model, load_model, simulator_template
+from .models import build_tiny_model, load_model, simulator_template, with_role
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,

@@ -59,3 +59,35 @@ def test_early_stop_rate(items):
     asst_turns = sum(len([m for m in x.messages if m["role"] == "assistant"]) for x in d)
     stops = sum("early_stop" in a for x in d for a in x.user_acts)
     assert abs(stops / asst_turns - 0.5) < 0.05
+
+
+def test_keep_asking_only_after_a_chosen_question():
+    "A teacher with `keep_asking` asks until told everything once it *chose* to ask; a forced question (the hidden draft) does not commit it."
+    from calirl.tasks import tiny_items
+    from calirl.dialogue import converse
+    from calirl.users import ScriptedAssistant, scripted_human
+    its = tiny_items("docedit-chat", "demo", 200, 0)
+    never = converse(scripted_human(deflect=0.0, vagueness=1.0), ScriptedAssistant(0.0, 0.0, keep_asking=True), its, 7, 0)
+    assert all(sum(m["content"].endswith("?") for m in c.messages if m["role"] == "assistant") == 1 for c in never)   # only the forced draft question
+    chose = converse(scripted_human(deflect=0.0, vagueness=0.0), ScriptedAssistant(1.0, 0.0, keep_asking=True), its, 7, 0)
+    assert all("accept" in c.user_acts[-1] for c in chose)
+    plain = converse(scripted_human(), ScriptedAssistant(0.2, 0.1), its, 7, 0)
+    assert plain == converse(scripted_human(), ScriptedAssistant(0.2, 0.1, keep_asking=False), its, 7, 0)   # off: the old teacher, draw for draw
+
+
+def test_simulator_starts_from_the_base_policy(tmp_path):
+    "`simulator_model = tiny-base` loads the base policy's weights with the simulator's template, and needs the base's folder."
+    import pytest, torch
+    from calirl.models import build_tiny_model, save_model, train_tokenizer, with_role
+    from calirl.sim_sft import simulator_init
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 16, 0), 0), 400)
+    pol, ptok = build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=3)
+    save_model(pol, ptok, tmp_path / "base")
+    sim, stok = simulator_init("tiny-base", ptok, "qwen2", 32, 1, False, 0, base=str(tmp_path / "base"))
+    assert all(torch.equal(a, b) for a, b in zip(sim.state_dict().values(), pol.state_dict().values()))
+    assert stok.chat_template == with_role(ptok, "simulator").chat_template != ptok.chat_template
+    fresh, _ = simulator_init("tiny", ptok, "qwen2", 32, 1, False, 0)
+    assert not all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), pol.state_dict().values()))
+    with pytest.raises(ValueError, match="tiny-base"): simulator_init("tiny-base", ptok, "qwen2", 32, 1, False, 0)
