@@ -72,7 +72,8 @@ def test_keep_asking_only_after_a_chosen_question():
     chose = converse(scripted_human(deflect=0.0, vagueness=0.0), ScriptedAssistant(0.3, 0.0, keep_asking=True), its, 7, 0)
     q = lambda c: [m["content"].endswith("?") for m in c.messages if m["role"] == "assistant"]
     asked = [c for c in chose if q(c)[0]]                                    # chose to ask first (the draft was shown)
-    assert len(asked) > 30 and any(len(it.goal["edits"]) == 2 for it in its)
+    by = {it.item_id: it for it in its}
+    assert len(asked) > 30 and any(len(by[c.item_id].goal["edits"]) == 2 for c in asked)   # some needed two questions after the first
     assert all(q(c).count(False) == 1 and "accept" in c.user_acts[-1] for c in asked)   # asked until told every edit, then one right answer
     plain = converse(scripted_human(), ScriptedAssistant(0.2, 0.1), its, 7, 0)
     assert plain == converse(scripted_human(), ScriptedAssistant(0.2, 0.1, keep_asking=False), its, 7, 0)   # off: the old teacher, draw for draw
