@@ -101,6 +101,7 @@ class Profile:
     base_ask_rate: float = _key("how often the scripted demonstrations ask for missing information", lo=0, hi=1)
     base_slip: float = _key("how often the scripted demonstrations slip when answering", lo=0, hi=1)
     base_keep_asking: bool = _key("whether a demonstration that chose to ask keeps asking until the user has told it everything")
+    base_pretrain_steps: int = _key("next-token steps on in-context recall texts before the tiny base policy's SFT, the stand-in for pretraining (0: none)", lo=0, hi=MANY)
     base_epochs: int = _key("SFT epochs of the tiny base policy", lo=1, hi=1000)
     base_lr: float = _key("SFT learning rate of the tiny base policy", gt=0, hi=1)
     base_batch_size: int = _key("SFT batch size of the tiny base policy", lo=1, hi=MANY)
