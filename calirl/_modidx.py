@@ -490,6 +490,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.rollout.bench_rollout': ('rollout.html#bench_rollout', 'calirl/rollout.py'),
                                 'calirl.rollout.cpu_limits': ('rollout.html#cpu_limits', 'calirl/rollout.py'),
                                 'calirl.rollout.decode_options': ('rollout.html#decode_options', 'calirl/rollout.py'),
+                                'calirl.rollout.linear_rate': ('rollout.html#linear_rate', 'calirl/rollout.py'),
                                 'calirl.rollout.masked_spans': ('rollout.html#masked_spans', 'calirl/rollout.py'),
                                 'calirl.rollout.rollout': ('rollout.html#rollout', 'calirl/rollout.py'),
                                 'calirl.rollout.rollout_metrics': ('rollout.html#rollout_metrics', 'calirl/rollout.py'),

@@ -8,7 +8,7 @@ reason, in the kit's one conversation record. Plus the LM simulator
 
 # %% auto #0
 __all__ = ['SIM_OPENING', 'SWAP', 'turn_segment', 'PolicySpeaker', 'rollout', 'TextPolicy', 'rollout_metrics',
-           'simulator_context', 'LMSimulator', 'ByTask', 'masked_spans', 'cpu_limits', 'decode_options',
+           'simulator_context', 'LMSimulator', 'ByTask', 'masked_spans', 'cpu_limits', 'linear_rate', 'decode_options',
            'bench_rollout']
 
 # %% ../nbs/05_rollout.ipynb #e49929f4
@@ -246,6 +246,19 @@ def cpu_limits(seconds:float=1.0) -> dict:
         del y
     return dict(matmul_flops=best_f, mem_bytes_per_s=best_b)
 
+# %% ../nbs/05_rollout.ipynb #5b1c2d01
+def linear_rate(rows:int, d_in:int, d_out:int, seconds:float=0.5) -> float:
+    "fp32 FLOP/s of one `F.linear` of `rows` × `d_in` inputs onto `d_out` outputs, best of repeats on this thread: the shape a decode step multiplies at."
+    import torch
+    import torch.nn.functional as F
+    x, w = torch.randn(rows, d_in), torch.randn(d_out, d_in)
+    best, t_end = 0.0, time.time() + seconds
+    while time.time() < t_end:
+        t0 = time.perf_counter()
+        F.linear(x, w)
+        best = max(best, 2 * rows * d_in * d_out / (time.perf_counter() - t0))
+    return best
+
 # %% ../nbs/05_rollout.ipynb #0ec080dd
 class _Counting:
     "Wrap a backend and count generated tokens and calls."
@@ -318,8 +331,11 @@ def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, see
                speedup_generate=out["tok_per_s_batched_generate"] / out["tok_per_s_sequential_generate"],
                speedup_lean=out["tok_per_s_batched_lean"] / out["tok_per_s_sequential_lean"],
                matmul_gflops=limits["matmul_flops"] / 1e9, mem_gb_per_s=limits["mem_bytes_per_s"] / 1e9,
-               flops_util_batched_lean=out["tok_per_s_batched_lean"] * 2 * P / limits["matmul_flops"])
+               flops_util_batched_lean=out["tok_per_s_batched_lean"] * 2 * P / limits["matmul_flops"],
+               decode_linear_gflops=linear_rate(n, hidden, 4 * hidden) / 1e9)
     log(f"one batch of {n} openings, {max_new_tokens} new tokens: " + ", ".join(f"{k} {out['one_batch_tok_per_s_' + k]:,.0f} tok/s" for k in ("generate", "generate_static", "lean")))
     log(f"lean / generate, batched rollouts: {out['lean_over_generate']:.1f}x; batched / one at a time: {out['speedup_generate']:.1f}x (generate), "
         f"{out['speedup_lean']:.1f}x (lean); CPU: {out['matmul_gflops']:.0f} GFLOP/s matmul; lean batched model FLOPs reach {out['flops_util_batched_lean']:.1%} of it")
+    log(f"a decode step's MLP matmul ({n} × {hidden} → {4 * hidden}) runs at {out['decode_linear_gflops']:.0f} GFLOP/s, "
+        f"{out['decode_linear_gflops'] / out['matmul_gflops']:.0%} of the 1024 × 1024 rate")
     return out
