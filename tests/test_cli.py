@@ -69,12 +69,13 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     tp = pd.read_csv(project / "figures/smoke/time_profile.csv").set_index("notebook")
     names = [p.stem for p in sorted((project / "nbs").glob("[0-9]*.ipynb"))]
     assert set(names) | {"total"} == set(tp.index), tp.index
-    assert tp.loc["06_simulator_sft", "generation"] > 0 and tp.loc["06_simulator_sft", "training_step"] > 0, tp.loc["06_simulator_sft"]
+    assert tp.loc["04c_base_policy", "generation"] > 0 and tp.loc["04c_base_policy", "training_step"] > 0, tp.loc["04c_base_policy"]
+    assert tp.loc["06_simulator_sft", "generation"] > 0, tp.loc["06_simulator_sft"]   # its oracle traces
     assert (tp.drop("total")["scoring"] > 0).any(), tp                  # rewards are timed somewhere
-    pooled = ["09_grpo", "10_evaluate", "13_artifacts"]                 # their independent runs go to `calirl.core.pmap`
+    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_artifacts"]   # their independent runs go to `calirl.core.pmap` ([smoke]: two Phase I simulators)
     if len(os.sched_getaffinity(0)) > 1:                                # workers = 0: a pool of one process per core
         assert (tp.loc[pooled, "workers"] > 0).all(), tp                # time in the pool is its own phase
-    else: assert tp.loc["09_grpo", "training_step"] > 0, tp.loc["09_grpo"]   # one core: the variants train in the notebook
+    else: assert (tp.loc[["06_simulator_sft", "09_grpo"], "training_step"] > 0).all(), tp   # one core: they train in the notebook
     phases = tp[["generation", "scoring", "training_step", "trainer", "workers"]].sum(axis=1)
     assert (phases <= tp["seconds"] + 0.2).all(), tp                  # exclusive phases never double-count
     assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
