@@ -8,7 +8,7 @@ reason, in the kit's one conversation record. Plus the LM simulator
 
 # %% auto #0
 __all__ = ['SIM_OPENING', 'SWAP', 'turn_segment', 'PolicySpeaker', 'rollout', 'TextPolicy', 'rollout_metrics',
-           'simulator_context', 'LMSimulator', 'ByTask', 'masked_spans', 'cpu_limits', 'linear_rate', 'decode_options',
+           'simulator_context', 'LMSimulator', 'ByTask', 'masked_spans', 'linear_rate', 'cpu_limits', 'decode_options',
            'bench_rollout']
 
 # %% ../nbs/05_rollout.ipynb #e49929f4
@@ -226,29 +226,9 @@ def masked_spans(t:Conversation, keep:int=1) -> list[list[int]]:
             cur = []
     return runs + ([cur] if cur else [])
 
-# %% ../nbs/05_rollout.ipynb #81f1c840
-def cpu_limits(seconds:float=1.0) -> dict:
-    "This machine's fp32 matmul FLOP/s and memory copy bandwidth (bytes/s), best of a few repeats."
-    import torch
-    a = torch.randn(1024, 1024)
-    b = torch.randn(1024, 1024)
-    best_f, t_end = 0.0, time.time() + seconds
-    while time.time() < t_end:
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best_f = max(best_f, 2 * 1024**3 / (time.perf_counter() - t0))
-    x = torch.empty(32 * 2**20)                                         # 128 MiB
-    best_b = 0.0
-    for _ in range(5):
-        t0 = time.perf_counter()
-        y = x.clone()
-        best_b = max(best_b, 2 * x.numel() * 4 / (time.perf_counter() - t0))
-        del y
-    return dict(matmul_flops=best_f, mem_bytes_per_s=best_b)
-
 # %% ../nbs/05_rollout.ipynb #5b1c2d01
 def linear_rate(rows:int, d_in:int, d_out:int, seconds:float=0.5) -> float:
-    "fp32 FLOP/s of one `F.linear` of `rows` × `d_in` inputs onto `d_out` outputs, best of repeats on this thread: the shape a decode step multiplies at."
+    "fp32 FLOP/s of one `F.linear` of `rows` × `d_in` inputs onto `d_out` outputs, best of repeats on this thread (e.g. at the shape a decode step multiplies at)."
     import torch
     import torch.nn.functional as F
     x, w = torch.randn(rows, d_in), torch.randn(d_out, d_in)
@@ -258,6 +238,20 @@ def linear_rate(rows:int, d_in:int, d_out:int, seconds:float=0.5) -> float:
         F.linear(x, w)
         best = max(best, 2 * rows * d_in * d_out / (time.perf_counter() - t0))
     return best
+
+# %% ../nbs/05_rollout.ipynb #81f1c840
+def cpu_limits(seconds:float=1.0) -> dict:
+    "This machine's fp32 matmul FLOP/s and memory copy bandwidth (bytes/s), best of a few repeats."
+    import torch
+    best_f = linear_rate(1024, 1024, 1024, seconds)
+    x = torch.empty(32 * 2**20)                                         # 128 MiB
+    best_b = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        y = x.clone()
+        best_b = max(best_b, 2 * x.numel() * 4 / (time.perf_counter() - t0))
+        del y
+    return dict(matmul_flops=best_f, mem_bytes_per_s=best_b)
 
 # %% ../nbs/05_rollout.ipynb #0ec080dd
 class _Counting:
