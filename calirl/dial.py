@@ -6,8 +6,9 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 
 # %% auto #0
 __all__ = ['P0', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_metrics', 'accuracy_resamples',
-           'interval', 'logit', 'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'dpo_step',
-           'final_log_odds', 'dpo_gain', 'gain_problems', 'control_problems']
+           'interval', 'logit', 'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'accepts_wrong',
+           'accept_wrong_rate', 'pairs_accept_wrong', 'dpo_step', 'final_log_odds', 'dpo_gain', 'gain_problems',
+           'control_problems']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
 import tempfile
@@ -136,7 +137,7 @@ def pick_pair(alt_rewards:list[float]) -> tuple[int, int] | None:
 # %% ../nbs/07_dial.ipynb #fe45a1df
 def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:list[list[dict]], k:int, n_alt:int,
                      max_new_tokens:int, temperature:float, seed:int=0) -> tuple[list[dict], dict]:
-    "DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times."
+    "DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times; each pair names its `session` and `message` (the index the alternatives replace)."
     from calirl.backends import chat_prompt_ids
     base = p_real(disc, sim_tok, sessions)
     jobs = []                                             # (session, message index, index among user msgs)
@@ -155,9 +156,31 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
         pick = pick_pair(r)
         if pick is None or al[pick[0]] == al[pick[1]]: continue
         pair = preference_pair(sim_tok, simulator_context(items[s], sessions[s][:i], sim_tok), al[pick[0]], al[pick[1]])
-        pairs.append(dict(**pair, r_chosen=r[pick[0]], r_rejected=r[pick[1]]))
+        pairs.append(dict(**pair, r_chosen=r[pick[0]], r_rejected=r[pick[1]], session=s, message=i))
     stats["kept"] = len(pairs)
     return pairs, stats
+
+# %% ../nbs/07_dial.ipynb #d1a10002
+def accepts_wrong(item:TaskItem, chat:list[dict], text:str) -> bool|None:
+    "Whether user message `text` accepts the wrong answer or document that the last (assistant) message of `chat` commits to; None when it commits to nothing wrong."
+    from calirl.dialogue import committed, is_right
+    from calirl.realism import user_act
+    if not chat or chat[-1]["role"] != "assistant": return None
+    c = committed(item, chat[-1]["content"])
+    if c is None or is_right(item, c): return None
+    return user_act(item, chat, text) == "accept"
+
+def accept_wrong_rate(items:list[TaskItem], sessions:list[list[dict]]) -> tuple[float, int]:
+    "Over `sessions` (on `items`, in order): the share of user replies to a wrong committed answer that accept it, and how many such replies there were."
+    seen = [accepts_wrong(it, s[:k], m["content"]) for it, s in zip(items, sessions) for k, m in enumerate(s) if m["role"] == "user"]
+    seen = [x for x in seen if x is not None]
+    return (float(np.mean(seen)) if seen else float("nan")), len(seen)
+
+def pairs_accept_wrong(items:list[TaskItem], sessions:list[list[dict]], pairs:list[dict]) -> float:
+    "Share of `pairs` (from `preference_pairs` on these `sessions`) whose chosen message accepts a wrong answer and whose rejected one does not."
+    if not pairs: return float("nan")
+    flag = lambda p, side: accepts_wrong(items[p["session"]], sessions[p["session"]][:p["message"]], p[side]) is True
+    return float(np.mean([flag(p, "chosen") and not flag(p, "rejected") for p in pairs]))
 
 # %% ../nbs/07_dial.ipynb #565eeab3
 def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1, seed:int=0, **kw):
