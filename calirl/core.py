@@ -129,6 +129,8 @@ class Profile:
     dial_dpo_epochs: int = _key("epochs over its preference pairs of each DIAL DPO refinement", lo=1, hi=1000)
     min_dial_gain: float = _key("07 stops unless each DIAL DPO refinement raises, on held-out items, the final log-odds of real that the discriminator which made its pairs gives "
                                 "the simulator's sessions, the 95 % interval of the gain lying above this (negative: report only)", lo=-1, hi=100)
+    max_dial_disc_rise: float = _key("07 stops when a DIAL refinement makes the simulator easier to tell apart: a fresh discriminator's held-out accuracy against the refined simulator "
+                                     "minus that against the one before, the lower end of its paired 95 % interval above this on any task (negative: report only)", lo=-1, hi=1)
     dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO", gt=0, hi=1)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)

@@ -8,7 +8,7 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 __all__ = ['P0', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_metrics', 'accuracy_resamples',
            'interval', 'logit', 'message_rewards', 'lowest_k', 'pick_pair', 'preference_pairs', 'accepts_wrong',
            'accept_wrong_rate', 'pairs_accept_wrong', 'dpo_step', 'final_log_odds', 'dpo_gain', 'gain_problems',
-           'control_problems']
+           'disc_rise', 'rise_problems', 'control_problems']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
 import tempfile
@@ -202,6 +202,18 @@ def gain_problems(rows:pd.DataFrame, min_gain:float) -> list[str]:
     return [f"{r.task}, DPO on {r.simulator}'s pairs: its discriminator's final log-odds moved by {r.dpo_gain:+.3f} "
             f"[{r.dpo_gain_low:+.3f}, {r.dpo_gain_high:+.3f}], not above min_dial_gain {min_gain}"
             for r in rows.itertuples() if not r.dpo_gain_low > min_gain]
+
+# %% ../nbs/07_dial.ipynb #4b995535
+def disc_rise(res_prev:np.ndarray, res_next:np.ndarray, acc_prev:float, acc_next:float) -> tuple[float, float, float]:
+    "Δ = `acc_next` − `acc_prev` with the 95 % interval of the paired bootstrap differences `res_next` − `res_prev` (resamples drawn with the same seed)."
+    lo, hi = interval(np.asarray(res_next, float) - np.asarray(res_prev, float))
+    return float(acc_next - acc_prev), lo, hi
+
+def rise_problems(rows:pd.DataFrame, max_rise:float) -> list[str]:
+    "The refinements (rows with `task`, `simulator`, `disc_rise`, `disc_rise_low`, `disc_rise_high`) after which a fresh discriminator's accuracy rose beyond `max_rise` by the lower end of its interval, or could not be measured."
+    return [f"{r.task}, {r.simulator}: a fresh discriminator's held-out accuracy rose by {r.disc_rise:+.3f} "
+            f"[{r.disc_rise_low:+.3f}, {r.disc_rise_high:+.3f}] over the previous version's, beyond max_dial_disc_rise {max_rise}"
+            for r in rows.itertuples() if not r.disc_rise_low <= max_rise]
 
 # %% ../nbs/07_dial.ipynb #d1a1c0a9
 def control_problems(control:pd.DataFrame, min_accuracy:float) -> list[str]:
