@@ -44,13 +44,17 @@ def disc_example(tok, messages:list[dict], real:bool) -> dict:
 
 # %% ../nbs/07_dial.ipynb #c6180d67
 def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list[list[dict]], epochs:int, lr:float,
-                        batch_size:int=16, seed:int=0, threads:int=0):
-    "A discriminator initialised from the model at `init_path`, trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count)."
+                        batch_size:int=16, seed:int=0, threads:int=0, fresh:bool=False):
+    "A discriminator initialised from the model at `init_path` (`fresh`: its architecture with random weights), trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count). Its new head is drawn from `seed`, not from whatever ran before."
     from datasets import Dataset
-    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer, TrainingArguments
+    from transformers import AutoConfig, AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
     n = min(len(real), len(sim))
     rows = [disc_example(tok, s, True) for s in real[:n]] + [disc_example(tok, s, False) for s in sim[:n]]
-    model = AutoModelForTokenClassification.from_pretrained(str(init_path), num_labels=2, use_safetensors=True)
+    set_seed(seed)                                   # Trainer seeds only when it starts, after the head exists
+    if fresh:
+        model = AutoModelForTokenClassification.from_config(AutoConfig.from_pretrained(str(init_path), num_labels=2))
+    else:
+        model = AutoModelForTokenClassification.from_pretrained(str(init_path), num_labels=2, use_safetensors=True)
     model.config.pad_token_id = tok.pad_token_id
     args = TrainingArguments(output_dir=tempfile.mkdtemp(), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
                              save_strategy="no", report_to="none", logging_steps=5, seed=seed, use_cpu=not torch.cuda.is_available(),

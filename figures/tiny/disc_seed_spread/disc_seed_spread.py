@@ -1,4 +1,4 @@
-"Spread of a fresh DIAL discriminator's held-out accuracy over training seeds, same simulator and sessions (07's setup, tiny profile). Usage, from the project root after a tiny run: python figures/tiny/disc_seed_spread/disc_seed_spread.py <task> <n_seeds> > <task>.jsonl"
+"Spread of a fresh DIAL discriminator's held-out accuracy over training seeds, same simulator and sessions (07's setup, tiny profile). Usage, from the project root after a tiny run: python figures/tiny/disc_seed_spread/disc_seed_spread.py <task> <n_seeds> [root] [fresh] > <task>[-fresh].jsonl; `fresh`: discriminators from random weights instead of the simulator's"
 import sys, time, json
 import numpy as np
 from pathlib import Path
@@ -19,6 +19,7 @@ seed_everything(seed)
 pol_model, pol_tok = load_model(model_source(run_dir, "policy_base"), device=device, dtype=dtype)
 policy = HFBackend(pol_model, pol_tok)
 task = sys.argv[1]
+fresh = len(sys.argv) > 4 and sys.argv[4] == "fresh"
 split = load_items(world, task, dial_sessions // len(tasks), n_eval_items, seed + 1, data_source, data_revision)
 max_len = {"math-chat": max_len_math, "docedit-chat": max_len_docedit}
 sess = lambda user, its, s: [t.messages for t in oracle_traces(policy, pol_tok, user, its, H, max_new_tokens, train_temperature, s,
@@ -33,11 +34,11 @@ y = [1] * len(real_eval) + [0] * len(sim_eval)
 out = []
 for s in range(int(sys.argv[2])):
     t0 = time.time()
-    disc = train_discriminator(cur, sim_tok, real_train, sim_train, disc_epochs, disc_lr, seed=s, threads=1)
+    disc = train_discriminator(cur, sim_tok, real_train, sim_train, disc_epochs, disc_lr, seed=s, threads=1, fresh=fresh)
     p = p_real(disc, sim_tok, real_eval + sim_eval)
     acc = disc_metrics(p, y).loc["all", "accuracy"]
     lo, hi = interval(accuracy_resamples(p, y, seed=seed))
-    out.append(dict(task=task, disc_seed=s, accuracy=round(float(acc), 4), low=round(lo, 4), high=round(hi, 4), seconds=round(time.time() - t0, 1)))
+    out.append(dict(task=task, init="random" if fresh else "simulator", disc_seed=s, accuracy=round(float(acc), 4), low=round(lo, 4), high=round(hi, 4), seconds=round(time.time() - t0, 1)))
     print(json.dumps(out[-1]), flush=True)
 a = np.array([o["accuracy"] for o in out])
-print(json.dumps(dict(task=task, n=len(a), mean=round(float(a.mean()), 4), std=round(float(a.std(ddof=1)), 4), min=float(a.min()), max=float(a.max()))))
+print(json.dumps(dict(task=task, init="random" if fresh else "simulator", n=len(a), mean=round(float(a.mean()), 4), std=round(float(a.std(ddof=1)), 4), min=float(a.min()), max=float(a.max()))))
