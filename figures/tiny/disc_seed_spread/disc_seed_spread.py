@@ -1,4 +1,4 @@
-"Spread of a fresh DIAL discriminator's held-out accuracy over training seeds, same simulator and sessions (07's setup, tiny profile). Usage, from the project root after a tiny run: python figures/tiny/disc_seed_spread/disc_seed_spread.py <task> <n_seeds> [root] [fresh] > <task>[-fresh].jsonl; `fresh`: discriminators from random weights instead of the simulator's"
+"Spread of a fresh DIAL discriminator's held-out accuracy over training seeds, same simulator and sessions (07's setup, tiny profile). Usage, from the project root after a tiny run: python figures/tiny/disc_seed_spread/disc_seed_spread.py <task> <n_seeds> [root] [fresh] | grep '^{"task"' > <task>[-fresh].jsonl (the trainer logs to stdout too); `fresh`: discriminators from random weights instead of the simulator's"
 import sys, time, json
 import numpy as np
 from pathlib import Path
