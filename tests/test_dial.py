@@ -18,7 +18,7 @@ def test_fresh_discriminators_start_from_random_weights(smoke_reproduction):
     path = project / "runs" / "smoke" / "artifacts" / "models" / "simulator_sft" / "math-chat"
     sim, tok = load_model(path, device="cpu", dtype="float32")
     w_sim = _embeddings(sim)
-    kw = dict(epochs=1, lr=1e-3, batch_size=4, seed=0, threads=1)     # one Adam step: each weight moves by about lr
+    kw = dict(epochs=1, lr=1e-3, batch_size=4, seed=0, threads=1)     # 8 sessions, batch 4: two Adam steps of about lr each
     pre = train_discriminator(path, tok, [CHAT] * 4, [SIM] * 4, **kw)
     fresh = train_discriminator(path, tok, [CHAT] * 4, [SIM] * 4, fresh=True, **{**kw, "seed": 5})   # seed 0 may be the one the smoke model was built with
     assert (_embeddings(pre) - w_sim).abs().max() < 1e-2              # the simulator's weights, one step on
