@@ -472,9 +472,14 @@ def one_thread():
     return blas_threads(1)
 
 def _job(fn:Callable, job:Any, worker:bool) -> Any:
-    "`fn(job)` with one thread; in a worker, without the parent's phase file (its time is the parent's `workers`)."
-    if worker: os.environ.pop("CALIRL_PHASES", None)
-    with one_thread(): return fn(job)
+    "`fn(job)` with one thread; in a worker, without the parent's phase file, as `(result, the job's phases and seconds)`."
+    if not worker:
+        with one_thread(): return fn(job)
+    os.environ.pop("CALIRL_PHASES", None)
+    before, t0 = dict(PHASES), time.perf_counter()
+    with one_thread(): out = fn(job)
+    spent = {k: v - before.get(k, 0.0) for k, v in PHASES.items() if v - before.get(k, 0.0) > 0}
+    return out, dict(spent, job=time.perf_counter() - t0)
 
 # %% ../nbs/00_core.ipynb #b0c2c139
 def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
@@ -483,7 +488,11 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
     if workers <= 1 or len(jobs) <= 1: return [_job(fn, j, False) for j in jobs]
     from joblib import Parallel, delayed
     with timed("workers"):
-        return Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, j, True) for j in jobs)
+        done = Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, j, True) for j in jobs)
+    for _, spent in done:                                       # the jobs' own phases, in core-seconds
+        for k, v in spent.items(): PHASES[f"pool/{k}"] = PHASES.get(f"pool/{k}", 0.0) + v
+    save_phases()
+    return [out for out, _ in done]
 
 # %% ../nbs/00_core.ipynb #3ec4edb9
 def trainer_threads(threads:int, device:str="cpu") -> int:

@@ -16,7 +16,7 @@ import json, hashlib, random, re
 from dataclasses import dataclass, field, asdict
 from fractions import Fraction
 from pathlib import Path
-from .core import save_parquet
+from .core import save_parquet, timed
 from .tasks import TaskItem
 
 # %% ../nbs/02a_dialogue.ipynb #9fea6aa9
@@ -238,7 +238,11 @@ def new_conversations(items:list[TaskItem], G:int|None=None, seed:int=0) -> tupl
 
 # %% ../nbs/02a_dialogue.ipynb #07a4f57c
 def take_turns(user, assistant, items:list[TaskItem], convs:list[Conversation], states:list[dict], turns:list[int]) -> list[Conversation]:
-    "Let `user` and `assistant` alternate on each conversation, the user first, for up to `turns[i]` new messages each."
+    "Let `user` and `assistant` alternate on each conversation, the user first, for up to `turns[i]` new messages each (timed as `rollout`)."
+    with timed("rollout"): return _alternate(user, assistant, items, convs, states, turns)
+
+def _alternate(user, assistant, items:list[TaskItem], convs:list[Conversation], states:list[dict], turns:list[int]) -> list[Conversation]:
+    "The loop of `take_turns`."
     ast = speaker(assistant)
     added = [0] * len(convs)
     live = [i for i in range(len(convs)) if turns[i] > 0]

@@ -10,7 +10,7 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'LOCAL_MODEL_KEYS', 'PARAMS', 'PEAK_FL
            'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state', 'state_problem',
            'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale',
            'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'run_environment', 'phases_path', 'read_phases',
-           'time_profile', 'run_plan']
+           'time_profile', 'pool_profile', 'run_plan']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -408,7 +408,7 @@ def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[
     return "ok", 0
 
 # %% ../nbs/00a_reproduce.ipynb #ab5efa51
-PHASE_COLUMNS = ("generation", "scoring", "training_step", "trainer", "workers")
+PHASE_COLUMNS = ("generation", "scoring", "rollout", "forward", "backward", "training_step", "trainer", "workers")
 
 def phases_path(run_dir:str|Path, name:str) -> Path:
     "Where notebook `name`'s kernel writes its phase totals."
@@ -435,6 +435,22 @@ def time_profile(state:dict):
     total = df[["seconds", *PHASE_COLUMNS, "other"]].sum().round(2)
     return pd.concat([df, pd.DataFrame([dict(notebook="total", status="", **total)])], ignore_index=True)
 
+def pool_profile(state:dict):
+    "A DataFrame, one row per notebook that used a worker pool: its wall seconds (`workers`), its jobs' core-seconds (`jobs`) by phase, the rest as `other`."
+    import pandas as pd
+    cols = [k for k in PHASE_COLUMNS if k != "workers"]
+    rows = []
+    for name, e in state.items():
+        ph = e.get("phases") or {}
+        if not ph.get("pool/job"): continue
+        row = dict(notebook=name, workers=round(ph.get("workers", 0.0), 2), jobs=round(ph["pool/job"], 2), **{k: round(ph.get(f"pool/{k}", 0.0), 2) for k in cols})
+        row["other"] = round(row["jobs"] - sum(row[k] for k in cols), 2)
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=["notebook", "workers", "jobs", *cols, "other"])
+    if df.empty: return df
+    total = df[["workers", "jobs", *cols, "other"]].sum().round(2)
+    return pd.concat([df, pd.DataFrame([dict(notebook="total", **total)])], ignore_index=True)
+
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None) -> int:
     "Run the steps `todo` in order, recording each before and after; an exit code."
@@ -456,6 +472,7 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
                              phases=read_phases(ph))
         save_step(state, run_dir, s.name)
         save_table(time_profile(state), "time_profile", fig_dir, floatfmt=".1f")
+        save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
         if code: return code
         log(f"✓ {s.name} {time.time() - t0:.1f} s")
     log(f"done in {time.time() - t_all:.1f} s; figures and tables in {fig_dir}")

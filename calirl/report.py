@@ -87,6 +87,8 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
     out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this run.*") + "\n")
     out.append(_section("Time per notebook", fig / "time_profile.md", lambda p: "Seconds, from `calirl reproduce` (this notebook "
                         "itself is not in it yet).\n\n" + p.read_text()))
+    out.append(_section("Time inside worker pools", fig / "time_profile_pools.md", lambda p: "Core-seconds of the jobs that ran in "
+                        "worker pools (`workers` is the pool's wall time), by phase.\n\n" + p.read_text()))
     rows = "\n".join(f"| `{k}` | `{json.dumps(v, ensure_ascii=False)}` |" for k, v in keys.items())
     out.append("## Profile keys as run\n\n" + ("| key | value |\n|---|---|\n" + rows if keys else "*No keys found.*") + "\n")
     return "\n".join(out)

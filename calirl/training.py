@@ -13,6 +13,7 @@ __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'run_trainer', 'precision_args', 're
 
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
+from typing import Callable
 from pathlib import Path
 from .core import blas_threads, timed
 
@@ -30,15 +31,25 @@ def _step_timer():
             self.cm = None
     return StepTimer()
 
+def _time_calls(obj, name:str, phase:str) -> Callable:
+    "Time every call of `obj.<name>` as `phase` (an attribute of this object only); a function that undoes it."
+    had, f = name in vars(obj), getattr(obj, name)
+    def timed_call(*a, **k):
+        with timed(phase): return f(*a, **k)
+    setattr(obj, name, timed_call)
+    return lambda: setattr(obj, name, f) if had else delattr(obj, name)
+
 def run_trainer(tr, threads:int=0, **kw):
-    "`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), its optimizer steps timed as `training_step` and the rest as `trainer`."
+    "`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), timed as `forward`, `backward`, the rest of each step (`training_step`) and the rest (`trainer`)."
     timer = _step_timer()
     tr.add_callback(timer)
+    undo = [_time_calls(tr, "compute_loss", "forward"), _time_calls(tr.accelerator, "backward", "backward")]
     try:
         with blas_threads(threads), timed("trainer"): return tr.train(**kw)
     finally:
         if timer.cm is not None: timer.cm.__exit__(None, None, None)     # a step that raised
         tr.remove_callback(timer)
+        for u in undo: u()
 
 # %% ../nbs/04b_training.ipynb #071b5987
 def precision_args(device_type:str) -> dict:

@@ -4,6 +4,7 @@ from pathlib import Path
 import nbformat, pytest
 from conftest import ROOT, BIN, calirl, copy_project
 from calirl.core import load_profile
+from calirl.pipeline import PHASE_COLUMNS
 
 def _one_clear_error(r, *needles):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
@@ -76,8 +77,17 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     if len(os.sched_getaffinity(0)) > 1:                                # workers = 0: a pool of one process per core
         assert (tp.loc[pooled, "workers"] > 0).all(), tp                # time in the pool is its own phase
     else: assert (tp.loc[["06_simulator_sft", "09_grpo"], "training_step"] > 0).all(), tp   # one core: they train in the notebook
-    phases = tp[["generation", "scoring", "training_step", "trainer", "workers"]].sum(axis=1)
+    assert (tp.loc["04c_base_policy", ["rollout", "forward", "backward"]] > 0).all(), tp.loc["04c_base_policy"]   # its demos' loop, its SFT's passes
+    phases = tp[list(PHASE_COLUMNS)].sum(axis=1)
     assert (phases <= tp["seconds"] + 0.2).all(), tp                  # exclusive phases never double-count
+    pp = pd.read_csv(project / "figures/smoke/time_profile_pools.csv").set_index("notebook")
+    if len(os.sched_getaffinity(0)) > 1:                                # the jobs' own phases came back from the pool
+        assert (pp.loc["09_grpo", ["generation", "rollout", "forward", "backward", "training_step"]] > 0).all(), pp
+        assert pp.loc["10_evaluate", "generation"] > 0, pp
+        cols = [c for c in PHASE_COLUMNS if c != "workers"]
+        assert (pp[cols].sum(axis=1) <= pp["jobs"] + 0.2).all(), pp    # a job's phases never exceed the job
+        assert (pp.drop("total")["workers"] <= tp.loc[pp.drop("total").index, "seconds"]).all(), (pp, tp)
+    else: assert pp.empty, pp
     assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
 
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
