@@ -1,4 +1,4 @@
-"""Where a GRPO step's time goes, and how much of its optimizer pass is padding (tiny profile, after a tiny run). Usage, from the project root: python figures/tiny/grpo_padding/grpo_padding.py [root] | grep -v '^{' > figures/tiny/grpo_padding/output.txt (the trainer logs to stdout too). On one BLAS thread, as a GRPO worker runs: (1) 8 GRPO steps of the oracle variant from the base policy, split by phase; (2) on 6 batches per task of the trained oracle policy against the scripted human (4 prompts × G 8), the share of real tokens in one padded batch as TRL builds it and in length-sorted chunks of 8 trimmed to their own length, and the forward + backward time of the policy on each layout, with the largest gradient difference."""
+"""Where a GRPO step's time goes, and how much of its optimizer pass is padding (tiny profile, after a tiny run). Usage, from the project root: python figures/tiny/grpo_padding/grpo_padding.py [root] | grep -v '^{' > figures/tiny/grpo_padding/output.txt (the trainer logs to stdout too). On one BLAS thread, as a GRPO worker runs: (1) 8 GRPO steps of the oracle variant from the base policy, split by phase (`calirl.grpo.BENCH_PHASES`: decoding, the rest of the conversation loop, scoring, forward, backward, the rest of the optimizer step); (2) on 6 batches per task of the trained oracle policy against the scripted human (4 prompts × G 8), the share of real tokens in one padded batch as TRL builds it and in length-sorted chunks of 8 trimmed to their own length, and the forward + backward time of the policy on each layout, with the largest gradient difference."""
 import dataclasses, os, random, statistics, sys, tempfile, time
 from pathlib import Path
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ import torch
 from transformers import TrainerCallback
 from calirl.core import GRPOSettings, PHASES, PerTask, load_profile, model_source
 from calirl.components import make_user, user_spec
-from calirl.grpo import grpo_config, interactive_rollout_func, train_grpo, transcript_reward
+from calirl.grpo import BENCH_PHASES, grpo_config, interactive_rollout_func, train_grpo, transcript_reward
 from calirl.models import load_model
 from calirl.tasks import load_items
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -31,8 +31,8 @@ rf = interactive_rollout_func(oracle, items, tok, g["H"], settings, max_len)
 train_grpo(pol, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[Mark()])
 (t0, p0), (t1, p1) = marks[0], marks[-1]
 n = len(marks) - 1
-split = {k: round((p1.get(k, 0.0) - p0.get(k, 0.0)) / n, 3) for k in ("generation", "scoring", "training_step")}
-print(f"oracle variant, {n} GRPO steps after the first: {(t1 - t0) / n:.3f} s per step; per step by phase: {split}")
+split = {k: round((p1.get(k, 0.0) - p0.get(k, 0.0)) / n, 3) for k in BENCH_PHASES}
+print(f"oracle variant, {n} GRPO steps after the first: {(t1 - t0) / n:.3f} s per step; per step by phase: {split}; rest {(t1 - t0) / n - sum(split.values()):.3f}")
 
 # (2) padding in the optimizer's pass
 pol, tok = load_model(model_source(run, "policy_oracle"))
