@@ -57,7 +57,7 @@ def recall_accuracy(model, tok, words:list[str], filler:list[str], n:int=200, se
 
 def pretrain_recall(model, tok, words:list[str], filler:list[str], steps:int, lr:float=1e-3, batch_size:int=32,
                     max_length:int=192, seed:int=0, threads:int=0) -> list[float]:
-    "Train `model` with next-token loss on `steps` batches of recall texts (AdamW, 100 warm-up steps, linear decay) on `threads` BLAS threads; the losses."
+    "Train `model` with next-token loss on `steps` batches of recall texts (AdamW, 100 warm-up steps, linear decay) on `threads` BLAS threads; the losses (timed as `forward`, `backward` and the rest of each step, `training_step`)."
     import torch
     from calirl.core import blas_threads, timed
     rng = random.Random(seed)
@@ -70,8 +70,8 @@ def pretrain_recall(model, tok, words:list[str], filler:list[str], steps:int, lr
             texts = [recall_text(rng, words, filler)[0] for _ in range(batch_size)]
             batch = tok(texts, return_tensors="pt", padding=True, padding_side="right", truncation=True, max_length=max_length).to(model.device)
             labels = batch.input_ids.masked_fill(batch.attention_mask == 0, -100)
-            loss = model(**batch, labels=labels).loss
-            loss.backward()
+            with timed("forward"): loss = model(**batch, labels=labels).loss
+            with timed("backward"): loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
