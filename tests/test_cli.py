@@ -87,7 +87,7 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
         cols = [c for c in PHASE_COLUMNS if c != "workers"]
         assert (pp[cols].sum(axis=1) <= pp["jobs"] + 0.2).all(), pp    # a job's phases never exceed the job
         assert (pp.drop("total")["workers"] <= tp.loc[pp.drop("total").index, "seconds"]).all(), (pp, tp)
-    else: assert pp.empty, pp
+    else: assert "09_grpo" not in pp.index, pp                       # one core: GRPO trains in the notebook (00_core's demo still asks for two workers)
     assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
 
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
