@@ -201,7 +201,7 @@ def run_cell(spec:CellSpec) -> dict:
     model, tok = load_model(spec.policy_path, device=g.device, dtype=g.dtype)
     cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
     rf = interactive_rollout_func(mk(), train, tok, spec.H, g, spec.max_len)
-    tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf)
+    tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf, chunk=g.grpo_chunk)
     log = step_log(tr)
     k = max(1, len(log) // 5)
     t_train = time.time() - t0

@@ -43,13 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--root", help="project root (default: the folder above the cwd holding settings.ini and nbs/)")
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
     b.add_argument("what", choices=["rollout", "grpo-step", "sft-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
-                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean; "
+                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean vs lean with length-sorted chunks; "
                    "sft-step: seconds per SFT step and held-out loss: random order, length-grouped batches, two data-parallel processes")
     b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4); "
                    "sft-step: training conversations (default 640)")
     b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout, 7 for grpo-step)")
     b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout, 48 for grpo-step)")
     b.add_argument("--steps", type=positive_int, default=5, help="grpo-step: steps per decoder, the first a warm-up (default 5; at least 2 run)")
+    b.add_argument("--chunk", type=positive_int, default=8, help="grpo-step: rows per length-sorted chunk of the optimizer's pass in the third setup (default 8)")
     b.add_argument("--hidden", type=positive_int, default=128, help="hidden size of the tiny models (default 128)")
     b.add_argument("--layers", type=positive_int, default=2, help="layers of the tiny models (default 2)")
     b.add_argument("--seed", type=int, default=0)
@@ -95,7 +96,7 @@ def _bench(a) -> dict:
         from calirl.training import bench_sft_step
         return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, a.seed)
     from calirl.grpo import bench_grpo_step
-    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed)
+    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed, chunk=a.chunk)
 
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."

@@ -142,6 +142,8 @@ class Profile:
     grpo_batch: int = _key("rollouts per GRPO step, all prompts × G, a multiple of G (paper: 8,192)", lo=2, hi=MANY)
     micro_batch: int = _key("rollouts per device per forward/backward pass; grpo_batch = micro_batch × processes × accumulation "
                             "(0: the whole batch at once, no accumulation)", lo=0, hi=MANY)
+    grpo_chunk: int = _key("rows per length-sorted chunk of each GRPO forward/backward pass, every chunk trimmed to its own longest row: the "
+                           "same loss and gradients to float rounding, with less padding, on rotary-position models (0: one padded pass, as TRL lays it out)", lo=0, hi=MANY)
     grpo_lr: float = _key("GRPO learning rate, constant (paper: 5e-6)", gt=0, hi=1)
     adam_beta1: float = _key("Adam β1 (paper: 0.9)", lo=0, lt=1)
     adam_beta2: float = _key("Adam β2 (paper: 0.98)", lo=0, lt=1)
@@ -347,6 +349,7 @@ class GRPOSettings:
     rollout_backend: str
     policy_prompt: str = "plain"
     micro_batch: int = 0
+    grpo_chunk: int = 0
 
     def __post_init__(self):
         "Type and check every value, then the rule between `G` and `grpo_batch`."

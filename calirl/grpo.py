@@ -7,19 +7,20 @@ Calibrated Interactive, Static Context and the Oracle reference — each from th
 
 # %% auto #0
 __all__ = ['CURVES', 'BENCH_PHASES', 'group_advantages', 'clipped_objective', 'compare_with_trl', 'edge_case_batch',
-           'TrainerVLLM', 'policy_backend', 'interactive_rollout_func', 'hack_flags', 'episode_metrics',
-           'transcript_reward', 'static_prompts', 'single_turn_reward', 'micro_batches', 'grpo_config', 'fingerprint',
-           'last_checkpoint', 'train_grpo', 'step_log', 'interleave', 'schedule', 'Variant', 'train_variant',
-           'curves_frame', 'plot_curves', 'bench_grpo_step']
+           'length_chunks', 'use_length_chunks', 'TrainerVLLM', 'policy_backend', 'interactive_rollout_func',
+           'hack_flags', 'episode_metrics', 'transcript_reward', 'static_prompts', 'single_turn_reward',
+           'micro_batches', 'grpo_config', 'fingerprint', 'last_checkpoint', 'train_grpo', 'step_log', 'interleave',
+           'schedule', 'Variant', 'train_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, os, re, tempfile, time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Callable
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from .core import GRPOSettings, PerTask
 from .tasks import TaskItem
 from .dialogue import Conversation, asks, committed, final_answer, is_right, prefix_ends
@@ -68,8 +69,8 @@ def _ref_logps(model, prompts:list[list[int]], comps:list[list[int]], pad_id:int
 
 # %% ../nbs/09_grpo.ipynb #9e3a1efd
 def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:float=0.28, temperature:float=1.0,
-                     mask_truncated:bool=False, noise:float=0.3, seed:int=0) -> dict:
-    "Max abs differences between TRL's GRPO advantages/loss/gradients and the reference on one constructed `batch`."
+                     mask_truncated:bool=False, noise:float=0.3, seed:int=0, chunk:int=0) -> dict:
+    "Max abs differences between TRL's GRPO advantages/loss/gradients and the reference on one constructed `batch` (`chunk`: `use_length_chunks`)."
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
     N = len(batch["prompt_ids"])
@@ -81,6 +82,7 @@ def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:
         def reward(prompts, completions, R, **kw): return list(R)
         tr = GRPOTrainer(model=model, processing_class=tok, reward_funcs=reward, args=cfg, rollout_func=rf,
                          train_dataset=Dataset.from_list([{"prompt": f"p{k // G}"} for k in range(N)]))
+        if chunk: use_length_chunks(tr, chunk)
         model.train()
         tr.current_gradient_accumulation_steps = 1
         out = tr._generate_and_score_completions([{"prompt": f"p{k // G}"} for k in range(N)])
@@ -124,6 +126,47 @@ def edge_case_batch(tok, G:int=4, seed:int=0) -> dict:
     rows["R"] = [1.0, 0.0, None, 1.0] + [0.5] * G                   # group 2 has zero variance
     rows["R"] += [0.0] * (2 * G - len(rows["R"]))
     return rows
+
+# %% ../nbs/09_grpo.ipynb #076e663d
+def length_chunks(mask:torch.Tensor, size:int) -> list[tuple[torch.Tensor, int, int]]:
+    "Rows of a padded (B, W) attention `mask` sorted by their real tokens, in chunks of `size`: (rows, start, end), [start, end) the columns the chunk's real tokens use."
+    order = torch.argsort(mask.sum(1), stable=True)
+    out = []
+    for k in range(0, len(order), size):
+        rows = order[k:k + size]
+        cols = mask[rows].any(0).nonzero().flatten()
+        out.append((rows, int(cols[0]), int(cols[-1]) + 1) if len(cols) else (rows, 0, mask.size(1)))
+    return out
+
+# %% ../nbs/09_grpo.ipynb #7beb90e2
+def _rotary(config) -> bool:
+    "Whether a transformers `config` places tokens with rotary embeddings, so that attention sees only position differences."
+    return bool(getattr(config, "rope_parameters", None) or getattr(config, "rope_theta", None))
+
+def use_length_chunks(trainer, size:int):
+    "TRL GRPO `trainer`, computing per-token log-probs and entropies in `length_chunks` of `size` rows, each cut to its columns."
+    if not _rotary(getattr(trainer.model, "config", None)):
+        raise ValueError(f"grpo_chunk = {size} cuts leading padding, which only models with rotary position embeddings do not see; "
+                         f"this model has none: set grpo_chunk = 0")
+    whole = trainer._get_per_token_logps_and_entropies
+    def chunked(model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, compute_aux_loss=False, **extra):
+        if compute_aux_loss or any(v is not None for v in extra.values()):            # MoE load balancing or images: TRL's own pass
+            return whole(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
+                         compute_aux_loss=compute_aux_loss, **extra)
+        W = input_ids.size(1)
+        first = W - logits_to_keep                                                      # the first completion column
+        order, logps, ents = [], [], []
+        for rows, start, end in length_chunks(attention_mask, size):
+            start = min(start, first)
+            end = max(end, first + 1)
+            lp, ent, _ = whole(model, input_ids[rows, start:end], attention_mask[rows, start:end], end - first, compute_entropy=compute_entropy)
+            order.append(rows)
+            logps.append(F.pad(lp, (0, W - end)))
+            if compute_entropy: ents.append(F.pad(ent, (0, W - end)))
+        back = torch.argsort(torch.cat(order))
+        return torch.cat(logps)[back], torch.cat(ents)[back] if compute_entropy else None, None
+    trainer._get_per_token_logps_and_entropies = chunked
+    return trainer
 
 # %% ../nbs/09_grpo.ipynb #2e7a1bb6
 class TrainerVLLM(VLLMBackend):
@@ -327,14 +370,15 @@ def _progress_callback(desc:str):
 
 # %% ../nbs/09_grpo.ipynb #64ee9696
 def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_func:Callable|None=None, resume:bool=True, callbacks=None,
-               logs_dir:str|Path|None=None):
-    "Train `model` with TRL's GRPOTrainer on `rows`, resuming from the last checkpoint in `cfg.output_dir`."
+               logs_dir:str|Path|None=None, chunk:int=0):
+    "Train `model` with TRL's GRPOTrainer on `rows`, resuming from the last checkpoint in `cfg.output_dir` (`chunk`: `use_length_chunks`)."
     from datasets import Dataset
     from trl import GRPOTrainer
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from transformers.utils.notebook import NotebookProgressCallback
     tr = GRPOTrainer(model=model, processing_class=tok, reward_funcs=reward_fn, args=cfg, train_dataset=Dataset.from_list(rows),
                      rollout_func=rollout_func, callbacks=callbacks)
+    if chunk: use_length_chunks(tr, chunk)
     for cb in (PrinterCallback, ProgressCallback, NotebookProgressCallback): tr.remove_callback(cb)
     tr.add_callback(_progress_callback(Path(cfg.output_dir).name))
     log_to(tr, logs_dir)                                          # report_to = tensorboard: its event files there
@@ -412,7 +456,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
         reward = transcript_reward(v.items, judge)
         rollout_func = interactive_rollout_func(make_user(**v.user), v.items, tok, v.H, v.settings, v.max_len)
     t0 = time.time()
-    tr = train_grpo(model, tok, v.rows, reward, cfg, rollout_func=rollout_func, logs_dir=v.logs_dir or None)
+    tr = train_grpo(model, tok, v.rows, reward, cfg, rollout_func=rollout_func, logs_dir=v.logs_dir or None, chunk=v.settings.grpo_chunk)
     save_trained(tr, tok, v.out_path)                   # from the main process, when launched over several
     return step_log(tr), time.time() - t0
 
@@ -448,7 +492,7 @@ def plot_curves(df:pd.DataFrame, smooth:int=1):
 BENCH_PHASES = ("generation", "rollout", "scoring", "forward", "backward", "training_step")
 
 def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOSettings, H:int, max_len:PerTask) -> dict:
-    "Seconds per step after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine`."
+    "Seconds per step after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine` (`settings.grpo_chunk`: `use_length_chunks`)."
     import os
     from calirl.core import PHASES
     from calirl.users import scripted_human
@@ -461,7 +505,7 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     rf = interactive_rollout_func(scripted_human(), items, tok, H, settings, max_len)
     from transformers import TrainerCallback
     cb = type("Mark", (TrainerCallback,), {"on_step_end": lambda self, *a, **k: mark()})()
-    tr = train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb])
+    tr = train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb], chunk=settings.grpo_chunk)
     (t0, p0), (t1, p1) = marks[0], marks[-1]
     n = len(marks) - 1
     turns = [h["episode/turns"] for h in step_log(tr)[1:] if "episode/turns" in h]
@@ -470,8 +514,8 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
 def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
-                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, log=print) -> dict:
-    "Seconds per multi-turn GRPO step with rollouts on `generate` and on the lean decoder, split by phase, from a policy SFT'd on `sft_conversations` scripted chats; a dict."
+                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, chunk:int=8, log=print) -> dict:
+    "Seconds per multi-turn GRPO step with rollouts on `generate`, on the lean decoder, and on the lean decoder with `length_chunks` of `chunk` rows, split by phase, from a policy SFT'd on `sft_conversations` scripted chats; a dict."
     import os
     from calirl.core import one_thread, trainer_threads
     from calirl.dialogue import converse
@@ -492,17 +536,19 @@ def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens
                             dtype="float32", rollout_backend="hf")
     max_len = PerTask("max_len", 512, 512)
     before = os.environ.get("CALIRL_DECODER")
-    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs)
+    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs, chunk=chunk)
+    setups = {"generate": ("generate", 0), "lean": ("lean", 0), "chunked": ("lean", chunk)}
     try:
-        for engine in ("generate", "lean"):
-            with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, settings, H, max_len)   # as a GRPO variant's worker runs
-            out.update({f"{k}_{engine}": v for k, v in r.items()})
+        for name, (engine, c) in setups.items():
+            with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, replace(settings, grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs
+            out.update({f"{k}_{name}": v for k, v in r.items()})
             split = " + ".join(f"{k} {r[f'{k}_s']:.2f}" for k in BENCH_PHASES)
-            log(f"{engine:>9}: {r['step_s']:.2f} s per step = {split} + rest {r['step_s'] - sum(r[f'{k}_s'] for k in BENCH_PHASES):.2f}"
+            log(f"{name:>9}: {r['step_s']:.2f} s per step = {split} + rest {r['step_s'] - sum(r[f'{k}_s'] for k in BENCH_PHASES):.2f}"
                 f" ({r['turns']:.2f} policy turns per episode)")
     finally:
         if before is None: os.environ.pop("CALIRL_DECODER", None)
         else: os.environ["CALIRL_DECODER"] = before
     out["speedup"] = out["step_s_generate"] / out["step_s_lean"]
-    log(f"GRPO step: lean {out['speedup']:.1f}x faster than generate")
+    out["speedup_chunked"] = out["step_s_generate"] / out["step_s_chunked"]
+    log(f"GRPO step: lean {out['speedup']:.1f}x, lean with length-sorted chunks of {chunk} {out['speedup_chunked']:.1f}x faster than generate")
     return out

@@ -168,3 +168,43 @@ def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
     assert len(log) == 2 and all(math.isfinite(h["entropy"]) and h["completions/mean_length"] > 0 for h in log), log
     trained, _ = load_model(tmp_path / "policy_naive", device="cpu", dtype="float32")
     assert trained.state_dict().keys() == model.state_dict().keys()
+
+
+@pytest.mark.parametrize("chunk", [1, 3])
+def test_length_chunks_equal_trl_and_the_reference(tiny, chunk):
+    """`grpo_chunk`: rows in length-sorted chunks, each cut to its own columns, give TRL's advantages, loss and
+    gradients on the edge-case batch, equal to the independent reference to float rounding."""
+    from calirl.grpo import compare_with_trl, edge_case_batch
+    model, tok, _ = tiny
+    for mt in (False, True):
+        d = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=1), 4, 0.2, 0.28, 1.0, mask_truncated=mt, seed=1, chunk=chunk)
+        assert d["advantages"] < 1e-6 and d["loss"] < 1e-6 and d["grad"] < 1e-6 and d["mask"] == 0, d
+
+
+def test_length_chunks_give_the_same_update(tiny, tmp_path):
+    """A GRPO step with `grpo_chunk` = 1 (every rollout cut to its own length) moves the policy as the padded pass does;
+    the trainer's log-prob pass really is the chunked one."""
+    import copy
+    from calirl.grpo import grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
+    from calirl.users import artifact_simulator
+    model, tok, items = tiny
+    out, widths = {}, []
+    for chunk in (0, 1):
+        s = replace(SETTINGS, grpo_chunk=chunk)
+        cfg = grpo_config(tmp_path / f"c{chunk}", 1, s, save_steps=1)
+        rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
+        rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))
+        def varied(prompts, completions, completion_ids, **kw):
+            return [float(sum(c) % 7) for c in completion_ids]
+        spy = copy.deepcopy(model)
+        spy.register_forward_pre_hook(lambda m, a, k, c=chunk: widths.append((c, tuple(k["input_ids"].shape))) if "labels" in k else None, with_kwargs=True)
+        tr = train_grpo(spy, tok, rows, varied, cfg, rollout_func=rf, chunk=chunk)
+        assert len(step_log(tr)) == 1
+        out[chunk] = tr.model
+    full = {shape for c, shape in widths if c == 0}
+    cut = [shape for c, shape in widths if c == 1]
+    assert all(s[0] == SETTINGS.grpo_batch for s in full) and cut and all(s[0] == 1 for s in cut), widths
+    assert max(s[1] for s in cut) <= max(s[1] for s in full) and min(s[1] for s in cut) < min(s[1] for s in full), widths
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out[0].parameters()))
+    for a, b in zip(out[0].parameters(), out[1].parameters()):
+        assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
