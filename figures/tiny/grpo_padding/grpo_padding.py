@@ -1,4 +1,4 @@
-"""Where a GRPO step's time goes, and how much of its optimizer pass is padding (tiny profile, after a tiny run). Usage, from the project root: python figures/tiny/grpo_padding/grpo_padding.py [root] | grep -v '^{' > figures/tiny/grpo_padding/output.txt (the trainer logs to stdout too). On one BLAS thread, as a GRPO worker runs: (1) 8 GRPO steps of the oracle variant from the base policy, split by phase (`calirl.grpo.BENCH_PHASES`: decoding, the rest of the conversation loop, scoring, forward, backward, the rest of the optimizer step); (2) on 6 batches per task of the trained oracle policy against the scripted human (4 prompts × G 8), the share of real tokens in one padded batch as TRL builds it and in length-sorted chunks of 8 trimmed to their own length, and the forward + backward time of the policy on each layout, with the largest gradient difference."""
+"""Where a GRPO step's time goes, and how much of its optimizer pass is padding (tiny profile, after a tiny run). Usage, from the project root: python figures/tiny/grpo_padding/grpo_padding.py [root] | grep -v '^{' > figures/tiny/grpo_padding/output.txt (the trainer logs to stdout too). On one BLAS thread, as a GRPO worker runs: (1) 8 GRPO steps of the oracle variant from the base policy, split by phase (`calirl.grpo.BENCH_PHASES`: decoding, the rest of the conversation loop, scoring, forward, backward, the rest of the optimizer step); (2) on 6 batches per task of the trained oracle policy against the scripted human (4 prompts × G 8), the share of real tokens in one padded batch as TRL builds it and in length-sorted chunks of 8 trimmed to their own length, and the forward + backward time of the policy on each layout, with the largest gradient difference; (3) on the same batches, the time of TRL's own `compute_loss` and backward pass in a `GRPOTrainer`, as one padded batch (`grpo_chunk` = 0) and with `use_length_chunks` (`grpo_chunk` = 8), interleaved three times each, with the largest loss and gradient differences."""
 import dataclasses, os, random, statistics, sys, tempfile, time
 from pathlib import Path
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ import torch
 from transformers import TrainerCallback
 from calirl.core import GRPOSettings, PHASES, PerTask, load_profile, model_source
 from calirl.components import make_user, user_spec
-from calirl.grpo import BENCH_PHASES, grpo_config, interactive_rollout_func, train_grpo, transcript_reward
+from calirl.grpo import BENCH_PHASES, grpo_config, interactive_rollout_func, train_grpo, transcript_reward, use_length_chunks
 from calirl.models import load_model
 from calirl.tasks import load_items
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -58,8 +58,39 @@ def forward_backward(P, C) -> float:
     loss.backward()
     return loss.item()
 
+def trl_loss_backward(P, C, E, reps:int=3) -> tuple[list, list, float, float]:
+    "Seconds of TRL's compute_loss + backward on one batch, padded and in chunks of 8 (`reps` each, interleaved); the largest loss and gradient differences."
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+    R = [float(k % 3) for k in range(len(P))]                 # rewards that differ within every group
+    def reward(prompts, completions, R, **kw): return list(R)
+    with tempfile.TemporaryDirectory() as d:
+        cfg = GRPOConfig(output_dir=d, per_device_train_batch_size=len(P), num_generations=8, max_steps=1, beta=0.0, loss_type="dapo",
+                         scale_rewards="group", bf16=False, use_cpu=True, report_to="none", seed=0)
+        rows = [{"prompt": f"p{k // 8}"} for k in range(len(P))]
+        tr = GRPOTrainer(model=pol, processing_class=tok, reward_funcs=reward, args=cfg, train_dataset=Dataset.from_list(rows),
+                         rollout_func=lambda prompts, trainer: dict(prompt_ids=P, completion_ids=C, env_mask=E, R=R, logprobs=None))
+        pol.train()
+        tr.current_gradient_accumulation_steps = 1
+        out = tr._generate_and_score_completions(rows)
+        whole = tr._get_per_token_logps_and_entropies
+        secs, loss, grads = {0: [], 8: []}, {}, {}
+        for _ in range(reps):
+            for c in (0, 8):
+                tr._get_per_token_logps_and_entropies = whole
+                if c: use_length_chunks(tr, c)
+                pol.zero_grad()
+                t = time.perf_counter()
+                l = tr.compute_loss(pol, out)
+                l.backward()
+                secs[c].append(time.perf_counter() - t)
+                loss[c], grads[c] = l.item(), [p.grad.clone() for p in pol.parameters()]
+    pol.zero_grad()
+    return secs[0], secs[8], abs(loss[0] - loss[8]), max((a - b).abs().max().item() for a, b in zip(grads[0], grads[8]))
+
 rng = random.Random(0)
 times = {"one padded batch": [], "sorted chunks of 8": []}
+trl_times = {0: [], 8: []}
 for task in g["tasks"]:
     ids = [i for i, it in items.items() if it.task == task]
     real = full = chunked = 0
@@ -83,6 +114,12 @@ for task in g["tasks"]:
         times["sorted chunks of 8"].append(time.perf_counter() - t)
         diff = max((a - p.grad).abs().max().item() for a, p in zip(g_full, pol.parameters()))
         print(f"{task} batch {s}: one padded batch {times['one padded batch'][-1]:.3f} s, sorted chunks {times['sorted chunks of 8'][-1]:.3f} s, largest gradient difference {diff:.1e}")
+        a, b, dl, dg = trl_loss_backward(P, C, o["env_mask"])
+        trl_times[0] += a
+        trl_times[8] += b
+        print(f"{task} batch {s}, TRL compute_loss + backward: grpo_chunk 0 {statistics.median(a):.3f} s, grpo_chunk 8 {statistics.median(b):.3f} s, loss difference {dl:.1e}, largest gradient difference {dg:.1e}")
     print(f"{task}: real tokens {real / full:.2f} of one padded batch, {real / chunked:.2f} of sorted chunks of 8")
 a, b = (statistics.median(v) for v in times.values())
 print(f"median forward + backward over {len(times['one padded batch'])} batches: one padded batch {a:.3f} s, sorted chunks of 8 {b:.3f} s: {a / b:.2f}x")
+a, b = (statistics.median(v) for v in trl_times.values())
+print(f"median TRL compute_loss + backward over {len(trl_times[0])} runs: grpo_chunk 0 {a:.3f} s, grpo_chunk 8 {b:.3f} s: {a / b:.2f}x")
