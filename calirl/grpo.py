@@ -144,11 +144,12 @@ def _rotary(config) -> bool:
     return bool(getattr(config, "rope_parameters", None) or getattr(config, "rope_theta", None))
 
 def use_length_chunks(trainer, size:int):
-    "TRL GRPO `trainer`, computing per-token log-probs and entropies in `length_chunks` of `size` rows, each cut to its columns."
+    "TRL GRPO `trainer`, computing per-token log-probs and entropies in `length_chunks` of `size` rows, each cut to its columns; `trainer.chunk_tokens` counts real, padded and chunked cells."
     if not _rotary(getattr(trainer.model, "config", None)):
         raise ValueError(f"grpo_chunk = {size} cuts leading padding, which only models with rotary position embeddings do not see; "
                          f"this model has none: set grpo_chunk = 0")
     whole = trainer._get_per_token_logps_and_entropies
+    trainer.chunk_tokens = dict(real=0, padded=0, chunked=0)
     def chunked(model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False, compute_aux_loss=False, **extra):
         if compute_aux_loss or any(v is not None for v in extra.values()):            # MoE load balancing or images: TRL's own pass
             return whole(model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, compute_entropy=compute_entropy,
@@ -156,9 +157,12 @@ def use_length_chunks(trainer, size:int):
         W = input_ids.size(1)
         first = W - logits_to_keep                                                      # the first completion column
         order, logps, ents = [], [], []
+        trainer.chunk_tokens["real"] += int(attention_mask.sum())
+        trainer.chunk_tokens["padded"] += attention_mask.numel()
         for rows, start, end in length_chunks(attention_mask, size):
             start = min(start, first)
             end = max(end, first + 1)
+            trainer.chunk_tokens["chunked"] += len(rows) * (end - start)
             lp, ent, _ = whole(model, input_ids[rows, start:end], attention_mask[rows, start:end], end - first, compute_entropy=compute_entropy)
             order.append(rows)
             logps.append(F.pad(lp, (0, W - end)))
@@ -509,8 +513,10 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     (t0, p0), (t1, p1) = marks[0], marks[-1]
     n = len(marks) - 1
     turns = [h["episode/turns"] for h in step_log(tr)[1:] if "episode/turns" in h]
+    ct = getattr(tr, "chunk_tokens", None)
+    shares = dict(real_share_padded=ct["real"] / ct["padded"], real_share_chunked=ct["real"] / ct["chunked"]) if ct and ct["padded"] else {}
     return dict(step_s=(t1 - t0) / n, **{f"{k}_s": (p1.get(k, 0.0) - p0.get(k, 0.0)) / n for k in BENCH_PHASES},
-                turns=sum(turns) / len(turns) if turns else float("nan"))
+                turns=sum(turns) / len(turns) if turns else float("nan"), **shares)
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
 def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
@@ -545,6 +551,8 @@ def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens
             split = " + ".join(f"{k} {r[f'{k}_s']:.2f}" for k in BENCH_PHASES)
             log(f"{name:>9}: {r['step_s']:.2f} s per step = {split} + rest {r['step_s'] - sum(r[f'{k}_s'] for k in BENCH_PHASES):.2f}"
                 f" ({r['turns']:.2f} policy turns per episode)")
+            if "real_share_padded" in r:
+                log(f"{'':>9}  real tokens: {r['real_share_padded']:.2f} of the padded batches, {r['real_share_chunked']:.2f} of the chunks")
     finally:
         if before is None: os.environ.pop("CALIRL_DECODER", None)
         else: os.environ["CALIRL_DECODER"] = before

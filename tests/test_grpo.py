@@ -200,6 +200,8 @@ def test_length_chunks_give_the_same_update(tiny, tmp_path):
         spy.register_forward_pre_hook(lambda m, a, k, c=chunk: widths.append((c, tuple(k["input_ids"].shape))) if "labels" in k else None, with_kwargs=True)
         tr = train_grpo(spy, tok, rows, varied, cfg, rollout_func=rf, chunk=chunk)
         assert len(step_log(tr)) == 1
+        if chunk:                                              # rows cut to their own span hold only real tokens
+            assert tr.chunk_tokens["chunked"] == tr.chunk_tokens["real"] < tr.chunk_tokens["padded"], tr.chunk_tokens
         out[chunk] = tr.model
     full = {shape for c, shape in widths if c == 0}
     cut = [shape for c, shape in widths if c == 1]
