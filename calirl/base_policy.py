@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from .tasks import TaskItem, tiny_items
 from .dialogue import asks, committed, converse, is_right, turn_rng
-from .users import ScriptedAssistant, scripted_human, world_corpus
+from .users import ScriptedAssistant, scripted_human
 
 # %% ../nbs/04c_base_policy.ipynb #3f55fd13
 def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0, keep_asking:bool=False) -> list[list[dict]]:

@@ -12,7 +12,7 @@ __all__ = ['MR_WEIGHTS', 'MR_WINDOW', 'MR_SAMPLES', 'MR_MIN_GAP', 'PAIR_COLUMNS'
            'collabllm_artifact']
 
 # %% ../nbs/09a_collabllm.ipynb #c9c39482
-import random, tempfile
+import random
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np

@@ -19,7 +19,7 @@ import torch
 from .tasks import TaskItem
 from .backends import turn_end_ids
 from .rollout import simulator_context
-from .training import dpo_train, preference_pair, run_trainer, trainer_kw
+from .training import dpo_train, preference_pair, run_trainer
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:

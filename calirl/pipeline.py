@@ -17,7 +17,7 @@ import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from .core import ARTIFACTS, PROFILE_KEYS, Profile, load_json, load_profile, save_json, save_table
+from .core import ARTIFACTS, PROFILE_KEYS, Profile, load_profile, save_json, save_table
 from .tasks import world_refusal
 
 # %% ../nbs/00a_reproduce.ipynb #910bc0fd

@@ -170,12 +170,14 @@ def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
     assert trained.state_dict().keys() == model.state_dict().keys()
 
 
-@pytest.mark.parametrize("chunk", [1, 3])
-def test_length_chunks_equal_trl_and_the_reference(tiny, chunk):
+@pytest.mark.parametrize("chunk,arch", [(1, "qwen2"), (3, "qwen2"), (3, "gemma3")])
+def test_length_chunks_equal_trl_and_the_reference(tiny, chunk, arch):
     """`grpo_chunk`: rows in length-sorted chunks, each cut to its own columns, give TRL's advantages, loss and
-    gradients on the edge-case batch, equal to the independent reference to float rounding."""
+    gradients on the edge-case batch, equal to the independent reference to float rounding (both tiny architectures)."""
     from calirl.grpo import compare_with_trl, edge_case_batch
+    from calirl.models import build_tiny_model
     model, tok, _ = tiny
+    if arch != "qwen2": model, tok = build_tiny_model(tok, arch, 32, 1, role="policy", seed=0)
     for mt in (False, True):
         d = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=1), 4, 0.2, 0.28, 1.0, mask_truncated=mt, seed=1, chunk=chunk)
         assert d["advantages"] < 1e-6 and d["loss"] < 1e-6 and d["grad"] < 1e-6 and d["mask"] == 0, d
