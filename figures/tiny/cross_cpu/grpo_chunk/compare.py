@@ -14,5 +14,5 @@ p = [pd.read_csv(d / "table2_paired.csv").set_index(["comparison", "task"]) for 
 fmt = lambda r: f"{r['diff']:+.1f} [{r['ci_low']:+.1f}, {r['ci_high']:+.1f}]"
 print("## Paired differences (×100, 95 % bootstrap CI over items)\n\n" + pd.DataFrame({n: x.apply(fmt, axis=1) for n, x in zip(names, p)}).to_markdown() + "\n")
 pools = [pd.read_csv(d / "time_profile_pools.csv").set_index("notebook").loc["09_grpo"] for d in (A, B)]
-print("## GRPO's worker pool, core-seconds (see README.md: the grpo_chunk 8 run shared the machine for part of its time)\n\n"
+print("## GRPO's worker pool, core-seconds (both runs idle; the policies differ, see README.md)\n\n"
       + pd.DataFrame(dict(zip(names, pools))).round(1).to_markdown() + "\n")
