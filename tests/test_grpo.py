@@ -119,6 +119,11 @@ def test_vllm_colocate_grpo(tmp_path):
         del tr; torch.cuda.empty_cache()
 
 
+def varied(prompts, completions, completion_ids, **kw):
+    "A reward that differs within a group, so that every group has an advantage."
+    return [float(sum(c) % 7) for c in completion_ids]
+
+
 def test_micro_batches_give_the_same_update(tiny, tmp_path):
     """`micro_batch`: the step's rollouts go through forward/backward in passes of `micro_batch` with gradient
     accumulation, generated once and applied once — the same update as one pass over the whole batch."""
@@ -135,8 +140,6 @@ def test_micro_batches_give_the_same_update(tiny, tmp_path):
         calls = []
         inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))
         rf = lambda prompts, trainer: (calls.append(len(prompts)), inner(prompts, trainer))[1]
-        def varied(prompts, completions, completion_ids, **kw):                 # any reward that differs within a group
-            return [float(sum(c) % 7) for c in completion_ids]
         tr = train_grpo(copy.deepcopy(model), tok, rows, varied, cfg, rollout_func=rf)
         assert calls == [SETTINGS.grpo_batch] and len(step_log(tr)) == 1, calls     # generated once, for the whole batch
         out[micro] = tr.model
@@ -196,8 +199,6 @@ def test_length_chunks_give_the_same_update(tiny, tmp_path):
         cfg = grpo_config(tmp_path / f"c{chunk}", 1, s, save_steps=1)
         rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
         rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))
-        def varied(prompts, completions, completion_ids, **kw):
-            return [float(sum(c) % 7) for c in completion_ids]
         spy = copy.deepcopy(model)
         spy.register_forward_pre_hook(lambda m, a, k, c=chunk: widths.append((c, tuple(k["input_ids"].shape))) if "labels" in k else None, with_kwargs=True)
         tr = train_grpo(spy, tok, rows, varied, cfg, rollout_func=rf, chunk=chunk)
