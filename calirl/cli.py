@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout, 48 for grpo-step)")
     b.add_argument("--steps", type=positive_int, default=5, help="grpo-step: steps per decoder, the first a warm-up (default 5; at least 2 run)")
     b.add_argument("--chunk", type=positive_int, default=8, help="grpo-step: rows per length-sorted chunk of the optimizer's pass in the third setup (default 8)")
+    b.add_argument("--repeats", type=positive_int, default=2, help="runs of each setup, in rounds whose order is reversed every other round "
+                   "so that no setup always runs first; the figures are their medians (default 2)")
     b.add_argument("--hidden", type=positive_int, default=128, help="hidden size of the tiny models (default 128)")
     b.add_argument("--layers", type=positive_int, default=2, help="layers of the tiny models (default 2)")
     b.add_argument("--seed", type=int, default=0)
@@ -91,12 +93,12 @@ def _bench(a) -> dict:
     def pick(v, default): return default if v is None else v
     if a.what == "rollout":                  # heavy imports only here
         from calirl.rollout import bench_rollout
-        return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, a.seed)
+        return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, a.seed, a.repeats)
     if a.what == "sft-step":
         from calirl.training import bench_sft_step
-        return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, a.seed)
+        return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, a.seed, a.repeats)
     from calirl.grpo import bench_grpo_step
-    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed, chunk=a.chunk)
+    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed, chunk=a.chunk, repeats=a.repeats)
 
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."

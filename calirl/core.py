@@ -8,10 +8,10 @@ section; nothing here imports torch."""
 __all__ = ['SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_TASK_KEYS', 'PHASES', 'ARTIFACTS', 'check_batch',
            'Profile', 'ProfileError', 'key_range', 'check_value', 'read_profiles', 'parse_overrides', 'load_profile',
            'typed_value', 'profile_value', 'GRPOSettings', 'PerTask', 'seed_everything', 'save_phases', 'timed',
-           'n_workers', 'blas_threads', 'one_thread', 'pmap', 'trainer_threads', 'atomic_path', 'save_json',
-           'load_json', 'save_parquet', 'load_parquet', 'save_table', 'save_figure', 'MissingArtifactError',
-           'artifact_path', 'require_artifact', 'write_source', 'folder_source', 'model_source', 'upstream_dir',
-           'phase2_simulator_path']
+           'n_workers', 'blas_threads', 'one_thread', 'pmap', 'trainer_threads', 'interleaved', 'median_of',
+           'atomic_path', 'save_json', 'load_json', 'save_parquet', 'load_parquet', 'save_table', 'save_figure',
+           'MissingArtifactError', 'artifact_path', 'require_artifact', 'write_source', 'folder_source', 'model_source',
+           'upstream_dir', 'phase2_simulator_path']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
@@ -501,6 +501,23 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
 def trainer_threads(threads:int, device:str="cpu") -> int:
     "BLAS threads for the training steps a notebook runs itself, from the profile key `threads`: on the CPU as given or, for 0, one per usable core; elsewhere 0 (torch's count)."
     return n_workers(threads, "cpu") if _on_cpu(device) else 0
+
+# %% ../nbs/00_core.ipynb #0646e4a1
+def interleaved(setups:dict[str, Callable[[], dict]], repeats:int=2) -> dict[str, list[dict]]:
+    "Call each of `setups` `repeats` times, in rounds whose order alternates (as given, then reversed, ...), so that no setup always runs first or last; each setup's results in round order."
+    if repeats < 1: raise ValueError(f"repeats must be at least 1, got {repeats}")
+    names = list(setups)
+    out = {k: [] for k in names}
+    for r in range(repeats):
+        for k in (names if r % 2 == 0 else names[::-1]): out[k].append(setups[k]())
+    return out
+
+def median_of(runs:list[dict]) -> dict:
+    "Key by key, the median over `runs` of the numbers (booleans and other values: the first run's)."
+    import statistics
+    num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    return {k: statistics.median(r[k] for r in runs) if all(num(r.get(k)) for r in runs) else v for k, v in runs[0].items()}
+
 
 # %% ../nbs/00_core.ipynb #cb450df0
 @contextlib.contextmanager

@@ -520,10 +520,10 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
 def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
-                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, chunk:int=8, log=print) -> dict:
-    "Seconds per multi-turn GRPO step with rollouts on `generate`, on the lean decoder, and on the lean decoder with `length_chunks` of `chunk` rows, split by phase, from a policy SFT'd on `sft_conversations` scripted chats; a dict."
+                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, chunk:int=8, repeats:int=2, log=print) -> dict:
+    "Seconds per multi-turn GRPO step with rollouts on `generate`, on the lean decoder, and on the lean decoder with `length_chunks` of `chunk` rows, split by phase, from a policy SFT'd on `sft_conversations` scripted chats: medians over `repeats` `interleaved` rounds; a dict."
     import os
-    from calirl.core import one_thread, trainer_threads
+    from calirl.core import interleaved, median_of, one_thread, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
@@ -542,20 +542,27 @@ def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens
                             dtype="float32", rollout_backend="hf")
     max_len = PerTask("max_len", 512, 512)
     before = os.environ.get("CALIRL_DECODER")
-    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs, chunk=chunk)
+    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs, chunk=chunk, repeats=repeats)
     setups = {"generate": ("generate", 0), "lean": ("lean", 0), "chunked": ("lean", chunk)}
+    def run(name:str, engine:str, c:int) -> dict:
+        with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, replace(settings, grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs
+        log(f"{name:>9}: {r['step_s']:.2f} s per step, of which decoding {r['generation_s']:.2f}, forward + backward {r['forward_s'] + r['backward_s']:.2f}")
+        return r
     try:
-        for name, (engine, c) in setups.items():
-            with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, replace(settings, grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs
-            out.update({f"{k}_{name}": v for k, v in r.items()})
-            split = " + ".join(f"{k} {r[f'{k}_s']:.2f}" for k in BENCH_PHASES)
-            log(f"{name:>9}: {r['step_s']:.2f} s per step = {split} + rest {r['step_s'] - sum(r[f'{k}_s'] for k in BENCH_PHASES):.2f}"
-                f" ({r['turns']:.2f} policy turns per episode)")
-            if "real_share_padded" in r:
-                log(f"{'':>9}  real tokens: {r['real_share_padded']:.2f} of the padded batches, {r['real_share_chunked']:.2f} of the chunks")
+        runs = interleaved({name: (lambda name=name, e=e, c=c: run(name, e, c)) for name, (e, c) in setups.items()}, repeats)
     finally:
         if before is None: os.environ.pop("CALIRL_DECODER", None)
         else: os.environ["CALIRL_DECODER"] = before
+    log(f"medians of {repeats} runs each:")
+    for name, rs in runs.items():
+        r = median_of(rs)
+        out.update({f"{k}_{name}": v for k, v in r.items()})
+        out[f"step_s_{name}_runs"] = [x["step_s"] for x in rs]
+        split = " + ".join(f"{k} {r[f'{k}_s']:.2f}" for k in BENCH_PHASES)
+        log(f"{name:>9}: {r['step_s']:.2f} s per step = {split} + rest {r['step_s'] - sum(r[f'{k}_s'] for k in BENCH_PHASES):.2f}"
+            f" ({r['turns']:.2f} policy turns per episode)")
+        if "real_share_padded" in r:
+            log(f"{'':>9}  real tokens: {r['real_share_padded']:.2f} of the padded batches, {r['real_share_chunked']:.2f} of the chunks")
     out["speedup"] = out["step_s_generate"] / out["step_s_lean"]
     out["speedup_chunked"] = out["step_s_generate"] / out["step_s_chunked"]
     log(f"GRPO step: lean {out['speedup']:.1f}x, lean with length-sorted chunks of {chunk} {out['speedup_chunked']:.1f}x faster than generate")

@@ -299,13 +299,14 @@ def decode_options(model, tok, prompts:list[list[int]], max_new_tokens:int, repe
     return out
 
 # %% ../nbs/05_rollout.ipynb #33cc8be6
-def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
-    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, on one BLAS thread; a dict."
+def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print) -> dict:
+    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, on one BLAS thread: medians over `repeats` `interleaved` rounds; a dict."
     from calirl.core import one_thread
-    with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, log)
+    with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, repeats, log)
 
-def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int, log) -> dict:
+def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int, repeats:int, log) -> dict:
     "`bench_rollout`'s body."
+    from calirl.core import interleaved, median_of
     from calirl.models import build_tiny_model, n_params, train_tokenizer
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
@@ -313,12 +314,17 @@ def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, see
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 100, seed), seed), 1024)
     pm, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
     sm, stok = build_tiny_model(tok, "qwen2", hidden, layers, "simulator", seed + 1)
-    limits, P, out = cpu_limits(), n_params(pm), dict(conversations=n, rounds=H, max_new_tokens=max_new_tokens, params=n_params(pm))
-    for engine in ("generate", "lean"):
-        for mode in ("batched", "sequential"):
-            r = _time_rollouts(pm, ptok, sm, stok, items, H, max_new_tokens, seed, engine, mode == "batched")
-            out[f"tok_per_s_{mode}_{engine}"], out[f"tokens_{mode}_{engine}"] = r["tok_per_s"], r["tokens"]
-            log(f"{engine:>9} {mode:>10}: {r['tokens']:,} tokens in {r['seconds']:.1f} s = {r['tok_per_s']:,.0f} tok/s ({r['calls']} generate calls)")
+    limits, P, out = cpu_limits(), n_params(pm), dict(conversations=n, rounds=H, max_new_tokens=max_new_tokens, params=n_params(pm), repeats=repeats)
+    def run(engine:str, mode:str) -> dict:
+        r = _time_rollouts(pm, ptok, sm, stok, items, H, max_new_tokens, seed, engine, mode == "batched")
+        log(f"{engine:>9} {mode:>10}: {r['tokens']:,} tokens in {r['seconds']:.1f} s = {r['tok_per_s']:,.0f} tok/s ({r['calls']} generate calls)")
+        return r
+    setups = {f"{mode}_{engine}": (lambda engine=engine, mode=mode: run(engine, mode)) for engine in ("generate", "lean") for mode in ("batched", "sequential")}
+    for key, rs in interleaved(setups, repeats).items():
+        r = median_of(rs)
+        out[f"tok_per_s_{key}"], out[f"tokens_{key}"] = r["tok_per_s"], r["tokens"]
+        out[f"tok_per_s_{key}_runs"] = [x["tok_per_s"] for x in rs]
+    log(f"medians of {repeats} runs each: " + ", ".join(f"{k.replace('_', ' ')} {out['tok_per_s_' + k]:,.0f} tok/s" for k in setups))
     opening = [chat_prompt_ids(ptok, [{"role": "user", "content": goal_text(it)}]) for it in items]
     out.update({f"one_batch_tok_per_s_{k}": v for k, v in decode_options(pm, ptok, opening, max_new_tokens).items()})
     out.update(lean_over_generate=out["tok_per_s_batched_lean"] / out["tok_per_s_batched_generate"],

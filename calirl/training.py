@@ -318,10 +318,10 @@ def sft_heldout_loss(model, tok, chats:list[list[dict]], max_length:int, batch_s
 SFT_SETUPS = {"random": ("random", 1, 1), "group_by_length": ("group_by_length", 1, 1), "random_2proc": ("random", 2, 1),
               "random_threads": ("random", 1, 0)}    # sampling, processes, BLAS threads (0: one per core, `trainer_threads`)
 
-def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, log=print) -> dict:
-    "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `SFT_SETUPS`; a dict."
+def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print) -> dict:
+    "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `SFT_SETUPS`: medians over `repeats` `interleaved` rounds; a dict."
     import time
-    from calirl.core import blas_threads, trainer_threads
+    from calirl.core import blas_threads, interleaved, median_of, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
@@ -330,17 +330,22 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     chats, held = talk("train", n), talk("eval", 128)
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 200, seed), seed), 1024)
     steps = epochs * -(-n // batch_size)
-    out = dict(n=n, epochs=epochs, batch_size=batch_size, steps=steps)
-    for name, (sampling, procs, threads) in SFT_SETUPS.items():
+    out = dict(n=n, epochs=epochs, batch_size=batch_size, steps=steps, repeats=repeats)
+    def run(name:str, sampling:str, procs:int, threads:int) -> dict:
         model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
         n_threads = threads or trainer_threads(0, "cpu")
-        out[f"threads_{name}"] = n_threads
         with blas_threads(n_threads), tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
             model, _ = sft_train(model, ptok, chats, d, epochs, 1e-3, batch_size, 512, seed, sampling=sampling, processes=procs)
-            out[f"step_s_{name}"] = (time.perf_counter() - t0) / steps
-            out[f"heldout_loss_{name}"] = sft_heldout_loss(model, ptok, held, 512)
-        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {out[f'step_s_{name}']:.3f} s per step; held-out loss {out[f'heldout_loss_{name}']:.4f}")
+            r = dict(step_s=(time.perf_counter() - t0) / steps, threads=n_threads)
+            r["heldout_loss"] = sft_heldout_loss(model, ptok, held, 512)
+        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {r['step_s']:.3f} s per step; held-out loss {r['heldout_loss']:.4f}")
+        return r
+    runs = interleaved({name: (lambda name=name, s=s: run(name, *s)) for name, s in SFT_SETUPS.items()}, repeats)
+    for name, rs in runs.items():
+        out.update({f"{k}_{name}": v for k, v in median_of(rs).items()})
+        out[f"step_s_{name}_runs"] = [r["step_s"] for r in rs]
+    log(f"medians of {repeats} runs each: " + ", ".join(f"{name} {out[f'step_s_{name}']:.3f} s per step" for name in SFT_SETUPS))
     out["speedup"] = out["step_s_random"] / out["step_s_group_by_length"]
     out["speedup_2proc"] = out["step_s_random"] / out["step_s_random_2proc"]
     out["speedup_threads"] = out["step_s_random"] / out["step_s_random_threads"]

@@ -239,7 +239,7 @@ def test_full_disk_is_one_line_and_loses_nothing(project, what):
     json.loads((run_dir / "state.json").read_text())
     if what == "state": assert (run_dir / "state.json").read_bytes() == state
 
-@pytest.mark.parametrize("arg", ["--n=0", "--rounds=-1", "--max-new-tokens=0", "--hidden=-3", "--layers=0", "--n=two"])
+@pytest.mark.parametrize("arg", ["--n=0", "--rounds=-1", "--max-new-tokens=0", "--hidden=-3", "--layers=0", "--n=two", "--repeats=0"])
 def test_bench_rejects_non_positive_sizes(arg):
     r = calirl("bench", "rollout", "--n=1", arg, cwd=ROOT)                      # the last --n wins
     _one_clear_error(r, f"argument {arg.split('=')[0]}")
