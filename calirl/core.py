@@ -513,10 +513,11 @@ def interleaved(setups:dict[str, Callable[[], dict]], repeats:int=2) -> dict[str
     return out
 
 def median_of(runs:list[dict]) -> dict:
-    "Key by key, the median over `runs` of the numbers (booleans and other values: the first run's)."
+    "Key by key, the median over `runs` of the numbers; a value every run shares, and booleans and other values, as the first run has it."
     import statistics
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-    return {k: statistics.median(r[k] for r in runs) if all(num(r.get(k)) for r in runs) else v for k, v in runs[0].items()}
+    same = lambda k: all(r.get(k) == runs[0][k] for r in runs)
+    return {k: statistics.median(r[k] for r in runs) if not same(k) and all(num(r.get(k)) for r in runs) else v for k, v in runs[0].items()}
 
 
 # %% ../nbs/00_core.ipynb #cb450df0

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from .core import timed
 from .tasks import TaskItem
 from .backends import turn_end_ids
 from .rollout import simulator_context
@@ -73,14 +74,15 @@ def _right_padded(tok):
 
 @torch.no_grad()
 def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.ndarray]:
-    "For each session, the discriminator's P(real) after each of its user messages."
+    "For each session, the discriminator's P(real) after each of its user messages (timed as `scoring`)."
     out, tok_r = [], _right_padded(tok)
-    for i in range(0, len(sessions), batch_size):
-        chunk = [user_end_positions(tok, s) for s in sessions[i:i + batch_size]]
-        enc = tok_r.pad({"input_ids": [c[0] for c in chunk]}, return_tensors="pt")
-        logits = disc(**enc).logits.float()                                   # (B, T, 2)
-        p = torch.softmax(logits, -1)[..., 1]                                  # (B, T)
-        out += [p[b, pos].numpy() for b, (_, pos) in enumerate(chunk)]
+    with timed("scoring"):
+        for i in range(0, len(sessions), batch_size):
+            chunk = [user_end_positions(tok, s) for s in sessions[i:i + batch_size]]
+            enc = tok_r.pad({"input_ids": [c[0] for c in chunk]}, return_tensors="pt")
+            logits = disc(**enc).logits.float()                               # (B, T, 2)
+            p = torch.softmax(logits, -1)[..., 1]                              # (B, T)
+            out += [p[b, pos].numpy() for b, (_, pos) in enumerate(chunk)]
     return out
 
 # %% ../nbs/07_dial.ipynb #6c0d7df5

@@ -28,7 +28,7 @@ from .users import ScriptedAssistant, goal_text
 from .prompts import format_history, parse_json_output
 from .theory import bound_32_H2
 from .rewards import task_reward
-from .core import one_thread
+from .core import one_thread, timed
 
 # %% ../nbs/08_realism.ipynb #a77ac5fb
 _CONTRACTIONS = [(r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"), (r"\blet's\b", "let us"), (r"n't\b", " not"),
@@ -106,16 +106,17 @@ def minilm_embed(texts:list[str]) -> np.ndarray:
 # %% ../nbs/08_realism.ipynb #414ca060
 def mauve_runs(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seeds=(0,), min_samples:int=10,
                max_buckets:int=250) -> list[float]:
-    "MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a side."
+    "MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a side (timed as `scoring`)."
     if min(len(p_texts), len(q_texts)) < min_samples: return [float("nan")] * len(seeds)
     import mauve
     from threadpoolctl import threadpool_limits
     k = int(np.clip(min(len(p_texts), len(q_texts)) // 10, 2, max_buckets))
-    p = embed(sorted(p_texts))                     # canonical order: k-means seeds from point indices
-    q = embed(sorted(q_texts))
-    with threadpool_limits(1), _quiet_c_stderr():   # small PCA/k-means: more BLAS threads only lose, badly on busy cores
-        return [float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=s, verbose=False).mauve)
-                for s in seeds]
+    with timed("scoring"):
+        p = embed(sorted(p_texts))                 # canonical order: k-means seeds from point indices
+        q = embed(sorted(q_texts))
+        with threadpool_limits(1), _quiet_c_stderr():   # small PCA/k-means: more BLAS threads only lose, badly on busy cores
+            return [float(mauve.compute_mauve(p_features=p, q_features=q, num_buckets=k, seed=s, verbose=False).mauve)
+                    for s in seeds]
 
 def mauve_score(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seed:int=0, **kw) -> float:
     "MAUVE of `p_texts` against `q_texts` with one $k$-means seed."
