@@ -563,6 +563,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.training._dpo_trainer': ('training.html#_dpo_trainer', 'calirl/training.py'),
                                  'calirl.training._launched_main': ('training.html#_launched_main', 'calirl/training.py'),
                                  'calirl.training._rank_device': ('training.html#_rank_device', 'calirl/training.py'),
+                                 'calirl.training._seeded_sft_trainer': ('training.html#_seeded_sft_trainer', 'calirl/training.py'),
                                  'calirl.training._sft_job': ('training.html#_sft_job', 'calirl/training.py'),
                                  'calirl.training._sft_trainer': ('training.html#_sft_trainer', 'calirl/training.py'),
                                  'calirl.training._step_timer': ('training.html#_step_timer', 'calirl/training.py'),

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
     b.add_argument("what", choices=["rollout", "grpo-step", "sft-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
                    "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean vs lean with length-sorted chunks; "
-                   "sft-step: seconds per SFT step and held-out loss: random order, length-grouped batches, two data-parallel processes")
+                   "sft-step: seconds per SFT step and held-out loss: random order, length-grouped batches, two data-parallel processes, two threads, "
+                   "micro-batches")
     b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4); "
                    "sft-step: training conversations (default 640)")
     b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout, 7 for grpo-step)")

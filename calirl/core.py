@@ -53,6 +53,9 @@ class Profile:
     processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per visible CUDA GPU, 1 on the CPU. "
                           "A step's batch stays the global batch the profile names. On the CPU, SFT and DPO split every batch over the processes "
                           "(one BLAS thread each); GRPO variants share the cores as `workers` instead", lo=0, hi=1024)
+    sft_micro_batches: int = _key("micro-batches each SFT batch is cut into, of similar cost, each padded only to its own longest chat (transformers' "
+                                  "batch_rebalance sampler with gradient accumulation): the same batches and the same update to float rounding, "
+                                  "with less padding; 1: one padded batch", lo=1, hi=1024)
     accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
     report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",

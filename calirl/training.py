@@ -168,14 +168,15 @@ def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> st
     if processes > 1 and wants_cuda(device) and _cuda(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
     return None
 
-def trainer_kw(keys, name:str) -> dict:
-    "`sft_train`/`dpo_train` arguments for the trainer `name` from the profile `keys` (a notebook's globals): processes, accelerate config, log, report_to, threads."
+def trainer_kw(keys, name:str, sft:bool=False) -> dict:
+    "`sft_train` (`sft`) or `dpo_train` arguments for the trainer `name` from the profile `keys` (a notebook's globals): processes, accelerate config, log, report_to, threads; for SFT its micro-batches."
     from calirl.core import trainer_threads
     procs = n_processes(keys["processes"], keys["device"])
     logs = Path(keys["run_dir"]) / "logs"
     return dict(processes=procs, accelerate_config=launch_config(keys["accelerate_config"], keys["run_dir"], procs, keys["device"]),
                 log=logs / f"{name}.log", report_to=keys["report_to"], logs_dir=logs / name,
-                threads=trainer_threads(keys["threads"], keys["device"]) if procs == 1 else 0)
+                threads=trainer_threads(keys["threads"], keys["device"]) if procs == 1 else 0,
+                **({"micro_batches": keys["sft_micro_batches"]} if sft else {}))
 
 # %% ../nbs/04b_training.ipynb #96d9f2bb
 def save_trained(tr, tok, path:str|Path) -> Path:
@@ -203,19 +204,35 @@ def _rank_device(device:str) -> str:
     return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if wants_cuda(device) else device
 
 # %% ../nbs/04b_training.ipynb #b251788c
+def _seeded_sft_trainer():
+    "TRL's SFTTrainer with the batch_rebalance sampler drawing from the run's seed (transformers leaves it at 42), as random order's sampler does."
+    from trl import SFTTrainer
+    from transformers.trainer_pt_utils import BatchRebalanceSampler
+    class SeededSFTTrainer(SFTTrainer):
+        def _get_train_sampler(self, train_dataset=None):
+            s = super()._get_train_sampler(train_dataset)
+            if isinstance(s, BatchRebalanceSampler): s.seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+            return s
+    return SeededSFTTrainer
+
 def _sft_trainer(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
-                 seed:int=0, sampling:str="random", processes:int=1, report_to="none", logs_dir:str|Path|None=None):
-    "TRL's SFTTrainer for `sft_train`: `batch_size` sequences per step over all `processes`, loss on the generation span only."
+                 seed:int=0, sampling:str="random", processes:int=1, report_to="none", logs_dir:str|Path|None=None, micro_batches:int=1):
+    "TRL's SFTTrainer for `sft_train`: `batch_size` sequences per step over all `processes`, each process's share in `micro_batches` balanced micro-batches, loss on the generation span only."
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
     if batch_size % processes: raise ValueError(f"batch_size {batch_size} does not split over {processes} processes")
+    if micro_batches < 1 or micro_batches > batch_size // processes:
+        raise ValueError(f"micro_batches must be between 1 and the batch per process ({batch_size // processes}), got {micro_batches}")
+    if micro_batches > 1 and sampling != "random":
+        raise ValueError(f"micro_batches = {micro_batches} splits the batches random order draws; it cannot be combined with sampling = {sampling!r}")
     steps = epochs * -(-len(chats) // batch_size)
-    cfg = SFTConfig(**precision_args(model.device.type), output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size // processes,
+    cfg = SFTConfig(**precision_args(model.device.type), output_dir=str(out_dir), num_train_epochs=epochs, learning_rate=lr,
+                    per_device_train_batch_size=batch_size // processes // micro_batches, gradient_accumulation_steps=micro_batches,
                     lr_scheduler_type="cosine", warmup_steps=min(10, steps // 10), logging_steps=max(1, min(10, steps // 5)), save_strategy="no",
                     assistant_only_loss=True, max_length=max_length, seed=seed, dataloader_num_workers=0, disable_tqdm=True,
-                    train_sampling_strategy=sampling,   # random, or group_by_length: batches of similar length, less padding
+                    train_sampling_strategy="batch_rebalance" if micro_batches > 1 else sampling,   # random, group_by_length, or random batches cut into balanced micro-batches
                     **report_args(report_to, logs_dir))
-    return log_to(SFTTrainer(model=model, args=cfg, train_dataset=Dataset.from_list([{"messages": c} for c in chats]), processing_class=tok), logs_dir)
+    return log_to(_seeded_sft_trainer()(model=model, args=cfg, train_dataset=Dataset.from_list([{"messages": c} for c in chats]), processing_class=tok), logs_dir)
 
 def _sft_job(job:dict) -> list[dict]:
     "In each launched process: fine-tune the model saved at `job['path']` as `sft_train` does and save it to `job['out']`; the logged losses."
@@ -228,10 +245,10 @@ def _sft_job(job:dict) -> list[dict]:
 
 def sft_train(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
               seed:int=0, sampling:str="random", processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None,
-              report_to="none", logs_dir:str|Path|None=None, threads:int=0):
-    "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes."
+              report_to="none", logs_dir:str|Path|None=None, threads:int=0, micro_batches:int=1):
+    "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; `micro_batches` > 1 cuts each batch into that many micro-batches of similar cost."
     args = dict(chats=chats, out_dir=str(out_dir), epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed, sampling=sampling,
-                processes=processes, report_to=report_to, logs_dir=logs_dir)
+                processes=processes, report_to=report_to, logs_dir=logs_dir, micro_batches=micro_batches)
     if processes <= 1:
         tr = _sft_trainer(model, tok, **args)
         run_trainer(tr, threads=threads)
@@ -315,8 +332,9 @@ def sft_heldout_loss(model, tok, chats:list[list[dict]], max_length:int, batch_s
     return float(tr.evaluate()["eval_loss"])
 
 # %% ../nbs/04b_training.ipynb #c1e68589
-SFT_SETUPS = {"random": ("random", 1, 1), "group_by_length": ("group_by_length", 1, 1), "random_2proc": ("random", 2, 1),
-              "random_threads": ("random", 1, 0)}    # sampling, processes, BLAS threads (0: one per core, `trainer_threads`)
+SFT_SETUPS = {"random": ("random", 1, 1, 1), "group_by_length": ("group_by_length", 1, 1, 1), "random_2proc": ("random", 2, 1, 1),
+              "random_threads": ("random", 1, 0, 1), "micro": ("random", 1, 1, 4),
+              "micro_threads": ("random", 1, 0, 4)}  # sampling, processes, BLAS threads (0: one per core, `trainer_threads`), micro-batches
 
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print) -> dict:
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `SFT_SETUPS`: medians over `repeats` `interleaved` rounds; a dict."
@@ -331,15 +349,15 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 200, seed), seed), 1024)
     steps = epochs * -(-n // batch_size)
     out = dict(n=n, epochs=epochs, batch_size=batch_size, steps=steps, repeats=repeats)
-    def run(name:str, sampling:str, procs:int, threads:int) -> dict:
+    def run(name:str, sampling:str, procs:int, threads:int, micro:int) -> dict:
         model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
         n_threads = threads or trainer_threads(0, "cpu")
         with blas_threads(n_threads), tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
-            model, _ = sft_train(model, ptok, chats, d, epochs, 1e-3, batch_size, 512, seed, sampling=sampling, processes=procs)
+            model, _ = sft_train(model, ptok, chats, d, epochs, 1e-3, batch_size, 512, seed, sampling=sampling, processes=procs, micro_batches=micro)
             r = dict(step_s=(time.perf_counter() - t0) / steps, threads=n_threads)
             r["heldout_loss"] = sft_heldout_loss(model, ptok, held, 512)
-        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {r['step_s']:.3f} s per step; held-out loss {r['heldout_loss']:.4f}")
+        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {micro} micro-batch(es), {r['step_s']:.3f} s per step; held-out loss {r['heldout_loss']:.4f}")
         return r
     runs = interleaved({name: (lambda name=name, s=s: run(name, *s)) for name, s in SFT_SETUPS.items()}, repeats)
     for name, rs in runs.items():
@@ -349,7 +367,10 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     out["speedup"] = out["step_s_random"] / out["step_s_group_by_length"]
     out["speedup_2proc"] = out["step_s_random"] / out["step_s_random_2proc"]
     out["speedup_threads"] = out["step_s_random"] / out["step_s_random_threads"]
+    out["speedup_micro"] = out["step_s_random"] / out["step_s_micro"]
+    out["speedup_micro_threads"] = out["step_s_random"] / out["step_s_micro_threads"]
     log(f"SFT step, against one process on one thread in random order: grouped by length {out['speedup']:.2f}x, two processes {out['speedup_2proc']:.2f}x, "
-        f"{out['threads_random_threads']} threads (`threads = 0`) {out['speedup_threads']:.2f}x faster")
+        f"{out['threads_random_threads']} threads (`threads = 0`) {out['speedup_threads']:.2f}x, 4 micro-batches {out['speedup_micro']:.2f}x, "
+        f"both {out['speedup_micro_threads']:.2f}x faster")
     return out
 
