@@ -56,6 +56,9 @@ class Profile:
     sft_micro_batches: int = _key("micro-batches each SFT batch is cut into, of similar cost, each padded only to its own longest chat (transformers' "
                                   "batch_rebalance sampler with gradient accumulation): the same batches and the same update to float rounding, "
                                   "with less padding; 1: one padded batch", lo=1, hi=1024)
+    notebook_workers: int = _key("notebooks `calirl reproduce` runs at once, each as soon as the notebooks whose artifacts it reads "
+                                 "(`calirl.pipeline.NEEDS`) have finished; 1: one after another. CPU profiles without `serve` only. Speed "
+                                 "only: each notebook keeps its own threads and workers, so it computes what it computes alone", lo=1, hi=64)
     accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
     report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",
@@ -178,6 +181,9 @@ class Profile:
     def __post_init__(self):
         "Rules between keys (each key's own rules are checked as it is read, by `check_value`)."
         check_batch(self.G, self.grpo_batch, f"profile [{self.name}]")
+        if self.notebook_workers > 1 and (self.device != "cpu" or self.serve):     # GPUs: each notebook takes all; serve: one port
+            raise ProfileError(f"profile [{self.name}]: `notebook_workers` = {self.notebook_workers} runs notebooks side by side, which needs "
+                               f"`device` = cpu and `serve` = false (here {self.device} and {str(self.serve).lower()}); set it to 1")
 
 # %% ../nbs/00_core.ipynb #f6c69288
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]

@@ -5,12 +5,12 @@ second run does no work. No paper section: this is the machinery that regenerate
 
 # %% auto #0
 __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'LOCAL_MODEL_KEYS', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'COLLABLLM_COST', 'CPU_ONLY',
-           'PAPER_COST', 'STALE', 'PHASE_COLUMNS', 'PipelineError', 'find_project', 'list_notebooks', 'select',
+           'PAPER_COST', 'STALE', 'NEEDS', 'PHASE_COLUMNS', 'PipelineError', 'find_project', 'list_notebooks', 'select',
            'project_template', 'init_project', 'declared_parameters', 'notebook_parameters', 'code_digest',
            'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state', 'state_problem',
            'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale',
-           'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'run_environment', 'phases_path', 'read_phases',
-           'time_profile', 'pool_profile', 'run_plan']
+           'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'waits_for', 'run_dag', 'run_environment',
+           'phases_path', 'read_phases', 'time_profile', 'pool_profile', 'run_plan']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -334,8 +334,8 @@ def source_cell(executed:str|Path, src:str|Path, idx:int) -> tuple[int, str]:
     return i, (lines or [""])[0][:100]
 
 # %% ../nbs/00a_reproduce.ipynb #18925f04
-def quiet_kernel_manager(log:str|Path|None=None) -> type:
-    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`."
+def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None) -> type:
+    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, `env` added to the kernel's environment."
     from jupyter_client import AsyncKernelManager
     from traitlets import default
     class IPCKernelManager(AsyncKernelManager):
@@ -344,10 +344,79 @@ def quiet_kernel_manager(log:str|Path|None=None) -> type:
         @default("ip")
         def _ip_in_tmp(self): return os.path.join(tempfile.gettempdir(), f"calirl-kernel-{uuid.uuid4().hex[:12]}")
         async def _async_launch_kernel(self, kernel_cmd:list, **kw):
+            if env: kw = {**kw, "env": {**kw.get("env", os.environ), **env}}      # this kernel's own: runs side by side share os.environ
             if log is None: return await super()._async_launch_kernel(kernel_cmd, **kw)
             with open(log, "wb") as f:                      # the kernel (and what it starts) keeps its own copy of the fd
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f, "stderr": f})
     return IPCKernelManager
+
+# %% ../nbs/00a_reproduce.ipynb #6016105f
+NEEDS: dict[str, tuple[str, ...]] = {   # notebook -> the notebooks whose artifacts it reads; "*": every notebook before it
+    **{n: () for n in ("00_core", "00a_reproduce", "00b_cli", "01_theory", "02_tasks", "02a_dialogue", "02b_prompts", "02c_rewards",
+                       "03_users", "04_models", "04a_backends", "04b_training")},   # their demos use scratch folders
+    "04c_base_policy": ("04_models",),                 # off the tiny world: the stand-in policy and data 04_models writes
+    "05_rollout": ("04c_base_policy",),
+    "05a_components": ("04c_base_policy",),            # its simulator is a scratch run's
+    "06_simulator_sft": ("04c_base_policy",),
+    "07_dial": ("06_simulator_sft",),
+    "08_realism": ("07_dial",),
+    "09_grpo": ("06_simulator_sft",),                  # the calibrated user is Phase I's simulator
+    "09a_collabllm": ("06_simulator_sft",),
+    "10_evaluate": ("09_grpo", "09a_collabllm"),
+    "11_case_studies": ("10_evaluate",),
+    "12_validity": ("07_dial", "09_grpo", "09a_collabllm"),
+    "13_artifacts": ("08_realism",),                   # realism's δ̂; the SFT and DIAL simulators come through 08
+    "14_report": ("*",),
+}
+
+def waits_for(name:str, names:list[str]) -> set[str]:
+    "The notebooks of `names` (run order) that notebook `name` waits for: those `NEEDS` names, followed back through `NEEDS`, and every earlier notebook `NEEDS` does not know; all earlier ones for a notebook it does not know."
+    before = names[:names.index(name)]
+    want = NEEDS.get(name, ("*",))
+    if "*" in want: return set(before)
+    out = {n for n in before if n not in NEEDS}
+    for n in want:
+        if n in before: out |= {n} | waits_for(n, names)
+    return out
+
+# %% ../nbs/00a_reproduce.ipynb #9bb6e8c4
+def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str], int],
+            started:Callable[[str], None]=lambda n: None, ended:Callable[[str, int], None]=lambda n, code: None) -> int:
+    "Call `run(name)` (an exit code) for each of `names`, up to `slots` at once, each after those of its `deps` among `names` returned 0; nothing new after a non-zero code. One slot: in order. More: of the ready ones, first the one most others wait for, then in order. `started`/`ended` run in this thread. The first non-zero code, else 0."
+    if slots <= 1:
+        for n in names:
+            started(n)
+            code = run(n)
+            ended(n, code)
+            if code: return code
+        return 0
+    import queue, threading
+    results, waiting, running, ok, first = queue.Queue(), list(names), set(), set(), 0
+    waited = {n: sum(n in set(deps.get(m, ())) for m in names) for n in names}          # how many wait for it: the long chain starts first
+    waiting.sort(key=lambda n: -waited[n])                                              # stable: in order among equals
+    def work(n):
+        try: results.put((n, run(n), None))
+        except BaseException as e: results.put((n, 1, e))
+    try:
+        while True:
+            while not first and len(running) < slots:
+                n = next((n for n in waiting if set(deps.get(n, ())) & set(names) <= ok), None)   # the first ready one
+                if n is None: break
+                waiting.remove(n)
+                running.add(n)
+                started(n)
+                threading.Thread(target=work, args=(n,), daemon=True, name=f"calirl-{n}").start()
+            if not running: return first
+            try: n, code, err = results.get(timeout=0.2)
+            except queue.Empty: continue
+            running.discard(n)
+            ended(n, code)
+            if err is not None: raise err
+            if code == 0: ok.add(n)
+            elif not first: first = code
+    except KeyboardInterrupt:
+        for n in sorted(running): ended(n, 130)
+        raise
 
 # %% ../nbs/00a_reproduce.ipynb #642f141b
 def run_environment(root:str|Path, prof:Profile) -> dict[str, str]:
@@ -374,12 +443,12 @@ def _lock(run_dir:Path, fig_dir:Path, name:str):
         raise PipelineError(f"another `calirl reproduce` is running profile [{name}] ({run_dir})") from None
     return lock
 
-def _execute(s:Step, out:Path, progress:bool) -> None:
-    "Run step `s` with papermill into a temporary beside `out`, kept as `out` when whole."
+def _execute(s:Step, out:Path, progress:bool, env:dict|None=None) -> None:
+    "Run step `s` with papermill into a temporary beside `out`, kept as `out` when whole; `env` is added to its kernel's environment."
     import papermill as pm
     tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.ipynb")     # papermill wants the suffix
     try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", cwd=str(s.path.parent),
-                             progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log")))
+                             progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log"), env))
     finally: keep_if_whole(tmp, out)
 
 # %% ../nbs/00a_reproduce.ipynb #de25e71e
@@ -392,10 +461,10 @@ def _failure(s:Step, out:Path, root:Path, e) -> str:
             f"  open the executed copy: {out} (its process output: {out.with_suffix('.log')})")
 
 # %% ../nbs/00a_reproduce.ipynb #88ff9c38
-def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable) -> tuple[str, int]:
-    "Execute step `s` into `out`: its status and exit code, reported in one line on failure."
+def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable, env:dict|None=None) -> tuple[str, int]:
+    "Execute step `s` into `out` (`env` added to its kernel's environment): its status and exit code, reported in one line on failure."
     from papermill.exceptions import PapermillExecutionError
-    try: _execute(s, out, progress)
+    try: _execute(s, out, progress, env)
     except PapermillExecutionError as e:
         log(_failure(s, out, root, e))
         return "failed", 1
@@ -452,30 +521,44 @@ def pool_profile(state:dict):
     return pd.concat([df, pd.DataFrame([dict(notebook="total", **total)])], ignore_index=True)
 
 # %% ../nbs/00a_reproduce.ipynb #de900035
-def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None) -> int:
-    "Run the steps `todo` in order, recording each before and after; an exit code."
+def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, names:list[str]|None=None) -> int:
+    "Run the steps `todo`, up to the profile's `notebook_workers` at once as `waits_for` allows (`names`: the project's notebooks in order), recording each before and after; an exit code."
     run_dir, fig_dir = run_paths(root, prof.name)
     os.environ.update(run_environment(root, prof))
-    progress = sys.stderr.isatty() if progress is None else progress
-    state, t_all = read_state(run_dir), time.time()
-    log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}")
-    for i, s in enumerate(todo, 1):
-        out, t0 = run_dir / "notebooks" / f"{s.name}.ipynb", time.time()
-        state[s.name] = dict(status="running", fingerprint=s.fingerprint, executed=str(out))
-        save_step(state, run_dir, s.name)
-        log(f"[{i}/{len(todo)}] {s.name} …")
-        ph = phases_path(run_dir, s.name)
-        ph.unlink(missing_ok=True)
-        os.environ["CALIRL_PHASES"] = str(ph)                             # the kernel inherits it
-        status, code = _run_one(s, out, root, progress, log)
-        state[s.name].update(status=status, elapsed_s=round(time.time() - t0, 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-                             phases=read_phases(ph))
-        save_step(state, run_dir, s.name)
+    slots = max(1, min(prof.notebook_workers, len(todo)))
+    progress = (sys.stderr.isatty() if progress is None else progress) and slots == 1    # side by side, papermill's bars would interleave
+    names = names or [s.name for s in todo]
+    steps = {s.name: s for s in todo}
+    state, t_all, t0, count = read_state(run_dir), time.time(), {}, iter(range(1, len(todo) + 1))
+    log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}" + (f"; up to {slots} at once" if slots > 1 else ""))
+    out = lambda n: run_dir / "notebooks" / f"{n}.ipynb"
+    def started(n:str):
+        t0[n] = time.time()
+        state[n] = dict(status="running", fingerprint=steps[n].fingerprint, executed=str(out(n)))
+        save_step(state, run_dir, n)
+        log(f"[{next(count)}/{len(todo)}] {n} …")
+        phases_path(run_dir, n).unlink(missing_ok=True)
+    def run(n:str) -> int:
+        env = {"CALIRL_PHASES": str(phases_path(run_dir, n))}              # the kernel's own: where it writes its phases
+        return _run_one(steps[n], out(n), root, progress, log, env)[1]
+    def ended(n:str, code:int):
+        status = "ok" if code == 0 else "interrupted" if code == 130 else "failed"
+        state[n].update(status=status, elapsed_s=round(time.time() - t0[n], 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                        started_at=round(t0[n], 2), finished_at=round(time.time(), 2), phases=read_phases(phases_path(run_dir, n)))
+        save_step(state, run_dir, n)
         save_table(time_profile(state), "time_profile", fig_dir, floatfmt=".1f")
         save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
-        if code: return code
-        log(f"✓ {s.name} {time.time() - t0:.1f} s")
-    log(f"done in {time.time() - t_all:.1f} s; figures and tables in {fig_dir}")
+        if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
+    deps = {n: waits_for(n, names) for n in steps}
+    try: code = run_dag(list(steps), deps, slots, run, started, ended)
+    except KeyboardInterrupt:
+        running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
+        log(f"✗ interrupted{' during ' + ', '.join(running) if running else ''}; finished notebooks are kept — rerun the same command to resume")
+        return 130
+    if code: return code
+    own = sum(state[n]["elapsed_s"] for n in steps)
+    log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, up to {slots} at once)" if slots > 1 else "")
+        + f"; figures and tables in {fig_dir}")
     return 0
 
 # %% ../nbs/00a_reproduce.ipynb #c3a376e4
@@ -497,7 +580,7 @@ def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, 
             log(nothing)
             return 0
         sweep_stale(run_dir)
-        return _run_steps(root, prof, todo, n_done, log, progress)
+        return _run_steps(root, prof, todo, n_done, log, progress, [s.name for s in steps])
     except OSError as e:
         log(f"✗ cannot write in {run_dir}: {e}; finished notebooks are kept — free space or fix permissions, then rerun")
         return 1

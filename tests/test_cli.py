@@ -105,6 +105,22 @@ def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
     r3 = calirl("reproduce", "--profile", "smoke", "--only", "00b", "--force", cwd=project)
     assert r3.returncode == 0 and "[1/1] 00b_cli" in r3.stderr, r3.stderr
 
+def test_side_by_side_notebooks_wait_for_what_they_read(smoke_reproduction):
+    "[smoke] runs two notebooks at once: none starts before the notebooks it waits for have finished, and some did overlap."
+    from calirl.pipeline import waits_for
+    project, r = smoke_reproduction
+    assert r.returncode == 0, r.stderr[-5000:]
+    assert load_profile("smoke", project / "settings.ini").notebook_workers == 2
+    st = _state(project)
+    names = [p.stem for p in sorted((project / "nbs").glob("[0-9]*.ipynb"))]
+    for n in names:
+        for d in waits_for(n, names):
+            assert st[d]["finished_at"] <= st[n]["started_at"], (n, d, st[d]["finished_at"], st[n]["started_at"])
+    spans = sorted((st[n]["started_at"], st[n]["finished_at"]) for n in names)
+    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans            # two at once, at least once
+    assert max(sum(s <= t < e for s, e in spans) for t, _ in spans) <= 2, spans   # never more than two
+    assert "up to 2 at once" in r.stderr.splitlines()[0], r.stderr[:300]
+
 def test_failing_notebook_names_cell_and_executed_copy(project):
     _add_nb(project, "99_fail.ipynb", "x = 1", "raise ValueError('broken on purpose')")
     r = calirl("reproduce", "--profile", "smoke", "--only", "99_fail", cwd=project)

@@ -64,6 +64,12 @@ def test_every_profile_of_the_project_validates(profile):
     assert r.returncode == 0 and r.stderr == "", r.stderr
     assert r.stdout.startswith(f"profile [{profile}]"), r.stdout[:300]
 
+@pytest.mark.parametrize("profile,needle", [("paper", "device"), ("paper-mini", "serve")])
+def test_side_by_side_notebooks_only_on_the_cpu_without_serve(proj, profile, needle):
+    "On GPUs every notebook takes all of them, and serving notebooks share one port: `notebook_workers` > 1 is refused there."
+    _one_line_naming(calirl("reproduce", "--profile", profile, "--dry-run", "-p", "notebook_workers=2", "--root", proj, cwd=proj),
+                     "notebook_workers", needle)
+
 @pytest.mark.parametrize("kv", ["grpo_batch=12", "upstream_run=tiny", "upstream_run=my-run_2.b", "seed=4294967295",
                                 "grpo_lr=1e-7", "kl_beta=0", "eval_temperature=0", "H=100"])
 def test_good_overrides_at_the_edges_still_plan(kv):
