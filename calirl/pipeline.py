@@ -381,8 +381,9 @@ def waits_for(name:str, names:list[str]) -> set[str]:
 
 # %% ../nbs/00a_reproduce.ipynb #9bb6e8c4
 def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str], int],
-            started:Callable[[str], None]=lambda n: None, ended:Callable[[str, int], None]=lambda n, code: None) -> int:
-    "Call `run(name)` (an exit code) for each of `names`, up to `slots` at once, each after those of its `deps` among `names` returned 0; nothing new after a non-zero code. One slot: in order. More: of the ready ones, first the one most others wait for, then in order. `started`/`ended` run in this thread. The first non-zero code, else 0."
+            started:Callable[[str], None]=lambda n: None, ended:Callable[[str, int], None]=lambda n, code: None,
+            cost:dict[str, float]|None=None) -> int:
+    "Call `run(name)` (an exit code) for each of `names`, up to `slots` at once, each after those of its `deps` among `names` returned 0; nothing new after a non-zero code. One slot: in order. More: of the ready ones, first the one most others wait for, then the one with the largest `cost` (say, its seconds last time), then in order. `started`/`ended` run in this thread. The first non-zero code, else 0."
     if slots <= 1:
         for n in names:
             started(n)
@@ -393,7 +394,7 @@ def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str],
     import queue, threading
     results, waiting, running, ok, first = queue.Queue(), list(names), set(), set(), 0
     waited = {n: sum(n in set(deps.get(m, ())) for m in names) for n in names}          # how many wait for it: the long chain starts first
-    waiting.sort(key=lambda n: -waited[n])                                              # stable: in order among equals
+    waiting.sort(key=lambda n: (-waited[n], -(cost or {}).get(n, 0.0)))                 # stable: in order among equals
     def work(n):
         try: results.put((n, run(n), None))
         except BaseException as e: results.put((n, 1, e))
@@ -550,7 +551,8 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
     deps = {n: waits_for(n, names) for n in steps}
-    try: code = run_dag(list(steps), deps, slots, run, started, ended)
+    cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
+    try: code = run_dag(list(steps), deps, slots, run, started, ended, cost)
     except KeyboardInterrupt:
         running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
         log(f"✗ interrupted{' during ' + ', '.join(running) if running else ''}; finished notebooks are kept — rerun the same command to resume")
