@@ -334,8 +334,8 @@ def source_cell(executed:str|Path, src:str|Path, idx:int) -> tuple[int, str]:
     return i, (lines or [""])[0][:100]
 
 # %% ../nbs/00a_reproduce.ipynb #18925f04
-def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None) -> type:
-    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, `env` added to the kernel's environment."
+def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Path|None=None) -> type:
+    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, `env` added to the kernel's environment, the kernel started in `cwd`."
     from jupyter_client import AsyncKernelManager
     from traitlets import default
     class IPCKernelManager(AsyncKernelManager):
@@ -345,6 +345,7 @@ def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None) -> type:
         def _ip_in_tmp(self): return os.path.join(tempfile.gettempdir(), f"calirl-kernel-{uuid.uuid4().hex[:12]}")
         async def _async_launch_kernel(self, kernel_cmd:list, **kw):
             if env: kw = {**kw, "env": {**kw.get("env", os.environ), **env}}      # this kernel's own: runs side by side share os.environ
+            if cwd is not None: kw = {**kw, "cwd": str(cwd)}                      # and they share this process's working folder too
             if log is None: return await super()._async_launch_kernel(kernel_cmd, **kw)
             with open(log, "wb") as f:                      # the kernel (and what it starts) keeps its own copy of the fd
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f, "stderr": f})
@@ -448,8 +449,10 @@ def _execute(s:Step, out:Path, progress:bool, env:dict|None=None) -> None:
     "Run step `s` with papermill into a temporary beside `out`, kept as `out` when whole; `env` is added to its kernel's environment."
     import papermill as pm
     tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.ipynb")     # papermill wants the suffix
-    try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", cwd=str(s.path.parent),
-                             progress_bar=progress, log_output=False, kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log"), env))
+    # the kernel starts in the notebook's folder; papermill's own `cwd` would change this whole process's working folder for
+    # the run, and two notebooks side by side would each set it back for the other (a kernel then starts in the wrong place)
+    try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", progress_bar=progress, log_output=False,
+                             kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log"), env, s.path.parent))
     finally: keep_if_whole(tmp, out)
 
 # %% ../nbs/00a_reproduce.ipynb #de25e71e
