@@ -586,6 +586,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.training.run_trainer': ('training.html#run_trainer', 'calirl/training.py'),
                                  'calirl.training.save_trained': ('training.html#save_trained', 'calirl/training.py'),
                                  'calirl.training.sft_heldout_loss': ('training.html#sft_heldout_loss', 'calirl/training.py'),
+                                 'calirl.training.sft_setup_names': ('training.html#sft_setup_names', 'calirl/training.py'),
                                  'calirl.training.sft_train': ('training.html#sft_train', 'calirl/training.py'),
                                  'calirl.training.trainer_kw': ('training.html#trainer_kw', 'calirl/training.py'),
                                  'calirl.training.wants_cuda': ('training.html#wants_cuda', 'calirl/training.py'),

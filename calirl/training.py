@@ -9,7 +9,7 @@ the tiny base policy and the Phase I simulator, and offline DPO against a frozen
 __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'SFT_SPEEDUPS', 'run_trainer', 'precision_args', 'report_args', 'log_to',
            'write_accelerate_config', 'wants_cuda', 'n_processes', 'free_port', 'launch_command', 'launched',
            'launch_config', 'trainer_kw', 'save_trained', 'load_trained', 'sft_train', 'dpo_train', 'preference_pair',
-           'sft_heldout_loss', 'bench_sft_step']
+           'sft_heldout_loss', 'sft_setup_names', 'bench_sft_step']
 
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
@@ -339,13 +339,17 @@ SFT_SPEEDUPS = {"group_by_length": ("speedup", "grouped by length"), "random_2pr
                 "random_threads": ("speedup_threads", "one thread per core (`threads = 0`)"), "micro": ("speedup_micro", "4 micro-batches"),
                 "micro_threads": ("speedup_micro_threads", "both")}   # each setup's speedup over `random`: its key and its words
 
+def sft_setup_names(setups:Iterable[str]|None=None) -> list[str]:
+    "The names of `setups` (default: all of `SFT_SETUPS`), checked: each one of `SFT_SETUPS`, `random` (the speedups' reference) among them."
+    names = list(SFT_SETUPS) if setups is None else list(setups)
+    if "random" not in names or any(s not in SFT_SETUPS for s in names):
+        raise ValueError(f"setups must be among {', '.join(SFT_SETUPS)}, random among them; got {names}")
+    return names
+
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print,
                    setups:Iterable[str]|None=None) -> dict:
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a dict."
-    names = list(SFT_SETUPS) if setups is None else list(setups)
-    unknown = [s for s in names if s not in SFT_SETUPS]
-    if unknown or "random" not in names:
-        raise ValueError(f"setups must be among {list(SFT_SETUPS)} and include 'random' (the speedups' reference), got {names}")
+    names = sft_setup_names(setups)
     import time
     from calirl.core import blas_threads, interleaved, median_of, trainer_threads
     from calirl.dialogue import converse
