@@ -124,6 +124,15 @@ class PrefixCache:
     def __init__(self, max_bytes:int=256 * 2**20):
         self.max_bytes, self.entries, self.version = max_bytes, [], None
 
+    @property
+    def entries(self) -> list:
+        "The kept sequences: (token ids, keys, values), oldest first."
+        return self._entries
+
+    @entries.setter
+    def entries(self, es:list) -> None:
+        self._entries, self._tokens = list(es), None              # the token matrix is rebuilt at the next lookup
+
     def bytes(self) -> int: return sum(e[1].nelement() * e[1].element_size() * 2 for e in self.entries)
 
     def check(self, params) -> None:
@@ -132,20 +141,34 @@ class PrefixCache:
         if v != self.version: self.entries = []
         self.version = v
 
+    def tokens(self) -> np.ndarray:
+        "The kept sequences' token ids as one (entries, longest) matrix, padded with -1, which is no token's id."
+        if self._tokens is None:
+            M = np.full((len(self.entries), max((len(e[0]) for e in self.entries), default=0)), -1, dtype=np.int64)
+            for j, e in enumerate(self.entries): M[j, :len(e[0])] = e[0]
+            self._tokens = M
+        return self._tokens
+
     def longest(self, prompt:np.ndarray) -> tuple[int, int]:
-        "The longest usable common prefix of `prompt` with a kept sequence: (length, entry index), (0, -1) if none."
-        best, at, m = 0, -1, len(prompt) - 1
-        for j, (toks, _, _) in enumerate(self.entries):
-            n = min(m, len(toks))
-            diff = np.flatnonzero(toks[:n] != prompt[:n])
-            lcp = int(diff[0]) if diff.size else n
-            if lcp > best: best, at = lcp, j
-        return best, at
+        "The longest usable common prefix of `prompt` with a kept sequence: (length, entry index; the oldest on a tie), (0, -1) if none."
+        M = self.tokens()
+        w = min(len(prompt) - 1, M.shape[1])                      # at least one prompt token is left to prefill
+        if w <= 0 or not len(M): return 0, -1
+        diff = M[:, :w] != prompt[:w]                              # (entries, w)
+        lcp = np.where(diff.any(1), diff.argmax(1), w)             # each entry's common prefix: up to its first difference
+        j = int(lcp.argmax())                                      # the first entry of the longest
+        return (int(lcp[j]), j) if lcp[j] else (0, -1)
 
     def put(self, new:list, replaced:set[int]) -> None:
         "Add `new` entries (tokens, K, V), drop the `replaced` ones, then the oldest beyond `max_bytes`."
-        self.entries = [e for j, e in enumerate(self.entries) if j not in replaced] + new
-        while len(self.entries) > 1 and self.bytes() > self.max_bytes: self.entries.pop(0)
+        kept = [e for j, e in enumerate(self.entries) if j not in replaced] + new
+        size = [e[1].nelement() * e[1].element_size() * 2 for e in kept]
+        total, drop = sum(size), 0
+        while len(kept) - drop > 1 and total > self.max_bytes:
+            total -= size[drop]
+            drop += 1
+        self.entries = kept[drop:]
+
 
 # %% ../nbs/04a_backends.ipynb #f311aff3
 def rms_norm(x:torch.Tensor, w:torch.Tensor, eps:float) -> torch.Tensor:
