@@ -116,6 +116,7 @@ def lean_reason(model) -> str | None:
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"): return "it is not laid out as model.layers + lm_head"
     odd = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and type(m) is not torch.nn.Linear]
     if odd: return f"layer {odd[0]} is wrapped (an adapter?)"
+    if model.dtype != torch.float32: return f"its weights are {model.dtype}, and it is checked against `generate` in float32 only"
     return None
 
 # %% ../nbs/04a_backends.ipynb #c1a57228

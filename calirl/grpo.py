@@ -501,7 +501,7 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     from calirl.core import PHASES
     from calirl.users import scripted_human
     os.environ["CALIRL_DECODER"] = engine
-    model, tok = load_model(model_dir)
+    model, tok = load_model(model_dir, device=settings.device, dtype=settings.dtype)   # the trainer's device and precision, not the machine's default
     rows = [{"prompt": i, "task": it.task} for i, it in items.items()]
     marks = []
     def mark(*_a, **_k): marks.append((time.perf_counter(), dict(PHASES)))
