@@ -11,7 +11,7 @@ and prints what each took, tokens per second, and the peak GPU memory of each pa
 runs in this process, `nvidia-smi` sampled every 0.2 s for the subprocesses). A part whose requirement is missing
 says so and the check goes on.
 """
-import importlib.util, json, os, shutil, subprocess, sys, tempfile, threading, time
+import argparse, importlib.util, json, os, shutil, subprocess, sys, tarfile, tempfile, threading, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,8 +100,8 @@ def paper_mini_notebooks() -> list[str]:
     OUT["paper_mini_left_out"] = f"08_realism: {', '.join(missing)} not installed"
     return [n for n in PAPER_MINI if n != "08"]
 
-def paper_mini(backend:str) -> None:
-    "`calirl reproduce --profile paper-mini` on the GPU (bf16) in a copy of the project, the policy's rollouts on `backend`."
+def paper_mini(backend:str, timeout:float=540, logs:Path|None=None) -> None:
+    "`calirl reproduce --profile paper-mini` on the GPU (bf16) in a copy of the project, the policy's rollouts on `backend`; `logs`: a folder for a tarball of its notebooks' logs, executed copies and tables."
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -116,17 +116,31 @@ def paper_mini(backend:str) -> None:
                "-p", f"openai_base_url=http://127.0.0.1:{port}/v1"]
         t0 = time.time()
         with PeakMemory() as mem:
-            try: r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=300)
+            try: r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired as e: r = subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
         table = proj / "figures" / "paper-mini" / "table2.md"
-        tail = (str(r.stdout) + str(r.stderr)).strip().splitlines()[-6:]
+        lines = (str(r.stdout) + str(r.stderr)).strip().splitlines()
+        tail = [l for l in lines[:-3] if l.startswith(("✓", "✗"))] + lines[-3:]      # every notebook's time, then how it ended
+        if logs is not None:
+            logs.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(logs / f"{name}.tgz", "w:gz") as t:
+                for sub in ("runs/paper-mini/notebooks", "figures/paper-mini"):
+                    if (proj / sub).exists(): t.add(proj / sub, arcname=sub)
         OUT[name] = dict(rc=r.returncode, seconds=round(time.time() - t0, 1), peak_gpu_mib=mem.peak,
                          table2_rows=max(0, len(table.read_text().splitlines()) - 2) if table.exists() else 0, tail=tail)
     print(f"== {name}: rc {r.returncode}, {OUT[name]['seconds']} s, peak GPU memory {mem.peak} MiB, Table 2 rows {OUT[name]['table2_rows']}")
     print("\n".join("   " + l for l in tail), flush=True)
 
 
+PARTS = ("tests", "rollout", "paper-mini-hf", "paper-mini-vllm")
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description="The prepared GPU check (see the module's docstring).")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="what to run (default: all, in this order)")
+    ap.add_argument("--paper-mini-timeout", type=float, default=540,
+                    help="seconds for each paper-mini run (on an H200 its notebooks up to 07_dial took 224 s together)")
+    ap.add_argument("--logs", type=Path, help="a folder for each paper-mini run's notebooks, logs and tables (a .tgz each)")
+    a = ap.parse_args()
     t_all = time.time()
     import torch
     print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, "
@@ -135,14 +149,17 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to check here")
         return 1
-    pytest_part("vllm_backend_test", "tests/test_backends.py::test_vllm_backend_logprobs")
-    pytest_part("vllm_colocate_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo")
-    try: rollout_throughput()
-    except Exception as e:                      # report and go on: the check's job is to say what happened
-        OUT["rollout"] = f"failed: {type(e).__name__}: {e}"
-        print(f"== rollout throughput failed: {type(e).__name__}: {e}")
-    paper_mini("hf")
-    if importlib.util.find_spec("vllm") is not None: paper_mini("vllm")
+    if "tests" in a.parts:
+        pytest_part("vllm_backend_test", "tests/test_backends.py::test_vllm_backend_logprobs")
+        pytest_part("vllm_colocate_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo")
+    if "rollout" in a.parts:
+        try: rollout_throughput()
+        except Exception as e:                  # report and go on: the check's job is to say what happened
+            OUT["rollout"] = f"failed: {type(e).__name__}: {e}"
+            print(f"== rollout throughput failed: {type(e).__name__}: {e}")
+    if "paper-mini-hf" in a.parts: paper_mini("hf", a.paper_mini_timeout, a.logs)
+    if "paper-mini-vllm" not in a.parts: pass
+    elif importlib.util.find_spec("vllm") is not None: paper_mini("vllm", a.paper_mini_timeout, a.logs)
     else:
         OUT["paper_mini_vllm"] = "skipped: vllm is not installed"
         print("== paper-mini on vLLM: skipped (vllm is not installed)")
