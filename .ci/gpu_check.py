@@ -11,7 +11,7 @@ and prints what each took, tokens per second, and the peak GPU memory of each pa
 runs in this process, `nvidia-smi` sampled every 0.2 s for the subprocesses). A part whose requirement is missing
 says so and the check goes on.
 """
-import argparse, importlib.util, json, os, shutil, subprocess, sys, tarfile, tempfile, threading, time
+import argparse, importlib.util, json, shutil, subprocess, sys, tarfile, tempfile, threading, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
