@@ -20,6 +20,7 @@ from .core import timed
 from .tasks import TaskItem
 from .backends import turn_end_ids
 from .rollout import simulator_context
+from .models import resolve_device
 from .training import dpo_train, preference_pair, run_trainer
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
@@ -45,8 +46,8 @@ def disc_example(tok, messages:list[dict], real:bool) -> dict:
 
 # %% ../nbs/07_dial.ipynb #c6180d67
 def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list[list[dict]], epochs:int, lr:float,
-                        batch_size:int=16, seed:int=0, threads:int=0, fresh:bool=False):
-    "A discriminator initialised from the model at `init_path` (`fresh`: its architecture with random weights), trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count). Its new head is drawn from `seed`, not from whatever ran before."
+                        batch_size:int=16, seed:int=0, threads:int=0, fresh:bool=False, device:str="auto"):
+    "A discriminator initialised from the model at `init_path` (`fresh`: its architecture with random weights), trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count). Its new head is drawn from `seed`, not from whatever ran before. It trains on `device` (`auto`: a GPU if there is one)."
     from datasets import Dataset
     from transformers import AutoConfig, AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
     n = min(len(real), len(sim))
@@ -58,7 +59,7 @@ def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list
         model = AutoModelForTokenClassification.from_pretrained(str(init_path), num_labels=2, use_safetensors=True)
     model.config.pad_token_id = tok.pad_token_id
     args = TrainingArguments(output_dir=tempfile.mkdtemp(), num_train_epochs=epochs, learning_rate=lr, per_device_train_batch_size=batch_size,
-                             save_strategy="no", report_to="none", logging_steps=5, seed=seed, use_cpu=not torch.cuda.is_available(),
+                             save_strategy="no", report_to="none", logging_steps=5, seed=seed, use_cpu=resolve_device(device) == "cpu",
                              disable_tqdm=True, lr_scheduler_type="cosine", warmup_steps=0)
     tok_r = _right_padded(tok)
     run_trainer(Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows).shuffle(seed=seed),

@@ -322,11 +322,10 @@ def preference_pair(tok, context:list[dict], chosen:str, rejected:str, role:str=
 # %% ../nbs/04b_training.ipynb #edd8e081
 def sft_heldout_loss(model, tok, chats:list[list[dict]], max_length:int, batch_size:int=32) -> float:
     "Mean loss of `model` on the generation span of held-out `chats`, masked exactly as `sft_train` trains."
-    import torch
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
     cfg = SFTConfig(output_dir=tempfile.mkdtemp(), per_device_eval_batch_size=batch_size, report_to="none", bf16=False, fp16=False,
-                    use_cpu=not torch.cuda.is_available(), assistant_only_loss=True, max_length=max_length, disable_tqdm=True)
+                    use_cpu=model.device.type == "cpu", assistant_only_loss=True, max_length=max_length, disable_tqdm=True)
     ds = Dataset.from_list([{"messages": c} for c in chats])
     tr = SFTTrainer(model=model, args=cfg, train_dataset=ds, eval_dataset=ds, processing_class=tok)   # TRL requires a train set; nothing is trained
     return float(tr.evaluate()["eval_loss"])
