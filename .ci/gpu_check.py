@@ -3,6 +3,7 @@ repository root: `python .ci/gpu_check.py`. It needs no network and takes a few 
 
 1. the vLLM backend test (log-probabilities of vLLM's samples against a forward pass of the same weights),
 2. the colocated-vLLM GRPO test (two GRPO steps whose multi-turn rollouts go through TRL's colocated engine),
+   and `tests/test_cuda.py` (GRPO on `generate`, SFT, DPO and DIAL's discriminator in bf16 on the GPU, no vLLM),
 3. a rollout throughput measurement: one batch of prompts, tiny policy, vLLM vs Hugging Face `generate` on the GPU,
 4. `calirl reproduce --profile paper-mini` (the paper's code path on stand-in models) on the GPU in bf16, once with
    the policy's rollouts on Hugging Face `generate` and once on vLLM,
@@ -152,6 +153,7 @@ def main() -> int:
     if "tests" in a.parts:
         pytest_part("vllm_backend_test", "tests/test_backends.py::test_vllm_backend_logprobs")
         pytest_part("vllm_colocate_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo")
+        pytest_part("cuda_tests", "tests/test_cuda.py")
     if "rollout" in a.parts:
         try: rollout_throughput()
         except Exception as e:                  # report and go on: the check's job is to say what happened
