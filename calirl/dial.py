@@ -80,7 +80,7 @@ def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.n
     with timed("scoring"):
         for i in range(0, len(sessions), batch_size):
             chunk = [user_end_positions(tok, s) for s in sessions[i:i + batch_size]]
-            enc = tok_r.pad({"input_ids": [c[0] for c in chunk]}, return_tensors="pt").to(disc.device)   # the Trainer put a GPU's discriminator on the GPU
+            enc = tok_r.pad({"input_ids": [c[0] for c in chunk]}, return_tensors="pt").to(disc.device)   # where the discriminator is (`train_discriminator`'s device)
             logits = disc(**enc).logits.float()                               # (B, T, 2)
             p = torch.softmax(logits, -1)[..., 1].cpu()                        # (B, T)
             out += [p[b, pos].numpy() for b, (_, pos) in enumerate(chunk)]
