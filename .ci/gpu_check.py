@@ -160,9 +160,8 @@ def main() -> int:
             OUT["rollout"] = f"failed: {type(e).__name__}: {e}"
             print(f"== rollout throughput failed: {type(e).__name__}: {e}")
     if "paper-mini-hf" in a.parts: paper_mini("hf", a.paper_mini_timeout, a.logs)
-    if "paper-mini-vllm" not in a.parts: pass
-    elif importlib.util.find_spec("vllm") is not None: paper_mini("vllm", a.paper_mini_timeout, a.logs)
-    else:
+    if "paper-mini-vllm" in a.parts and importlib.util.find_spec("vllm") is not None: paper_mini("vllm", a.paper_mini_timeout, a.logs)
+    elif "paper-mini-vllm" in a.parts:
         OUT["paper_mini_vllm"] = "skipped: vllm is not installed"
         print("== paper-mini on vLLM: skipped (vllm is not installed)")
     OUT["total_seconds"] = round(time.time() - t_all, 1)
