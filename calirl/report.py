@@ -9,7 +9,7 @@ so that a table can be traced to the code and settings that made it. No paper se
 __all__ = ['STACK', 'FIGURES', 'stack_versions', 'git_commit', 'keys_as_run', 'paired_wide', 'run_report', 'claims']
 
 # %% ../nbs/14_report.ipynb #1f2312c7
-import ast, json, platform, subprocess, time
+import ast, json, os, platform, subprocess, time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 import pandas as pd
@@ -28,11 +28,14 @@ def stack_versions() -> dict[str, str]:
     return out
 
 def git_commit(root:str|Path) -> str:
-    "The short commit of the git checkout at `root`, marked when its code differs from it (a run's own figures do not count); 'unknown' outside git."
+    "The short commit of the git checkout at `root`, marked when its code differs from it (a run's own figures do not count); outside git, `CALIRL_COMMIT` if set, else 'unknown'."
     run = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=30)
+    given = os.environ.get("CALIRL_COMMIT", "").strip()     # set by whoever copied the notebooks out of their checkout (`.ci/gpu_check.py`)
     try: head = run("rev-parse", "--short", "HEAD")
-    except (OSError, subprocess.TimeoutExpired): return "unknown (git not available)"
-    if head.returncode: return "unknown (not a git checkout)"
+    except (OSError, subprocess.TimeoutExpired): head = None
+    if head is None or head.returncode:
+        if given: return f"{given} (as CALIRL_COMMIT gives it: not run in a git checkout)"
+        return "unknown (git not available)" if head is None else "unknown (not a git checkout)"
     dirty = run("status", "--porcelain", "--untracked-files=no", "--", "nbs", "calirl", "settings.ini", "pyproject.toml").stdout.strip()
     return head.stdout.strip() + (" with uncommitted changes" if dirty else "")
 
