@@ -9,11 +9,11 @@ models live in `04a_backends`."""
 
 # %% auto #0
 __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', 'HUB_FAMILIES', 'ARCHS', 'CHECK_TEXTS',
-           'LORA_DEFAULTS', 'TEXT_KEYS', 'STANDINS', 'train_tokenizer', 'with_role', 'trl_chat_template',
-           'with_hub_template', 'simulator_template', 'tiny_config', 'n_params', 'build_tiny_model',
-           'TokenizerMismatchError', 'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype',
-           'pick_attention', 'split_revision', 'load_tokenizer', 'causal_lm', 'load_model', 'standin_texts',
-           'build_standin', 'build_standins']
+           'LORA_DEFAULTS', 'TEXT_KEYS', 'STANDINS', 'STANDIN_SAMPLING', 'train_tokenizer', 'with_role',
+           'trl_chat_template', 'with_hub_template', 'simulator_template', 'tiny_config', 'n_params',
+           'build_tiny_model', 'TokenizerMismatchError', 'check_tokenizer', 'save_model', 'resolve_device',
+           'resolve_dtype', 'pick_attention', 'split_revision', 'load_tokenizer', 'causal_lm', 'load_model',
+           'standin_texts', 'build_standin', 'build_standins']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -257,6 +257,8 @@ STANDINS = {   # stand-in -> (architecture, hub chat template): the paper's poli
     "oracle": ("gemma3", "qwen2_5"),   # Qwen's template on a Gemma body: `transformers serve` parses a qwen2 model's replies
 }                                      # for reasoning and tool calls, and returned empty content for a random model's text
 
+STANDIN_SAMPLING = dict(do_sample=True, top_k=0)   # what `transformers serve` reads from the model: sample, at the request's temperature and top-p
+
 def standin_texts(items:list) -> list[str]:
     "What the stand-ins' tokenizer learns from: the items' texts and answers, and every prompt of the paper the kit sends."
     from calirl import prompts
@@ -275,13 +277,15 @@ def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layer
     model.generation_config.eos_token_id = turn_end_ids(tok)        # Gemma's turns end with <end_of_turn>, not <eos>
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.bos_token_id = tok.bos_token_id
+    model.generation_config.update(**STANDIN_SAMPLING)             # as the hub's chat models: a served stand-in samples when asked to
     return save_model(model.eval(), tok, path, check_texts=("12 + 7 = 19 . the answer is 19",))
 
 def build_standins(folder:str|Path, n_items:int, hidden:int=32, layers:int=1, vocab_size:int=512, seed:int=0) -> Path:
     "Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if built alike."
     from calirl.tasks import TASKS, tiny_items, write_collabllm_fixture
     folder = Path(folder)
-    spec = dict(n_items=n_items, hidden=hidden, layers=layers, vocab_size=vocab_size, seed=seed, models=STANDINS)
+    spec = dict(n_items=n_items, hidden=hidden, layers=layers, vocab_size=vocab_size, seed=seed, models=STANDINS,
+                sampling=STANDIN_SAMPLING)   # a folder built before the stand-ins sampled is rebuilt
     manifest = folder / "STANDINS.json"
     if manifest.is_file() and json.loads(manifest.read_text()) == json.loads(json.dumps(spec)): return folder
     items = {t: tiny_items(t, "train", n_items, seed) for t in TASKS}

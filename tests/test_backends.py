@@ -304,6 +304,31 @@ def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
             except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(5)
 
 @pytest.mark.timeout(120)
+def test_served_standin_samples_at_the_requested_temperature(tmp_path, tok):
+    """`transformers serve` takes `do_sample` from the model's generation config, not from the request: a stand-in
+    (`build_standin`, which says `do_sample = true` as the hub's chat models do) must answer a temperature-1 request by
+    sampling (the seed decides the reply) and a temperature-0 request greedily, as `HFBackend` does."""
+    from calirl.backends import serve_locally
+    from calirl.models import STANDINS, build_standin
+    missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing or not (BIN / "transformers").exists():
+        pytest.skip(f"SKIPPED real-server test: `transformers serve` needs {missing or 'the transformers CLI'}; "
+                    f"install with: pip install 'transformers[serving]'")
+    path = build_standin(tok, *STANDINS["oracle"], tmp_path / "oracle", seed=0)
+    msgs = [[{"role": "user", "content": f"i have {k} apples"}] for k in range(8)]
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
+    try:
+        c = OpenAIBackend(url, str(path), timeout=30, max_retries=1)
+        a, b, other = (c.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 0, 100))
+        assert [o.text for o in a] == [o.text for o in b]                        # the same seeds, the same replies
+        assert sum(x.text != y.text for x, y in zip(a, other)) >= 4, [(x.text, y.text) for x, y in zip(a, other)]   # other seeds, other replies
+        greedy = c.generate_chat(msgs[:2], 12, temperature=0.0)
+        assert [o.text for o in greedy] == [o.text for o in HFBackend(*load_model(path, device="cpu")).generate_chat(msgs[:2], 12, temperature=0.0)]
+    finally:
+        server.stop()
+
+
 def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tmp_path, tok):
     """`serve_locally` (what `serve = true` runs): no model is named at start, each request names a local folder, the
     answers are that model's, a second call finds the server and leaves it alone, and `stop()` ends it."""
