@@ -328,7 +328,7 @@ def test_served_standin_samples_at_the_requested_temperature(tmp_path, tok):
     finally:
         server.stop()
 
-
+@pytest.mark.timeout(120)
 def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tmp_path, tok):
     """`serve_locally` (what `serve = true` runs): no model is named at start, each request names a local folder, the
     answers are that model's, a second call finds the server and leaves it alone, and `stop()` ends it."""
