@@ -15,7 +15,7 @@ __all__ = ['BACKENDS', 'USER_MODELS', 'JUDGES', 'ROLES', 'JUDGE_KEYS', 'SERVE_KE
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend
+from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend, served_sampling
 from .users import ARTIFACT, HUMAN, PromptedSimulator, ScriptedUser, UserKnobs
 from .rollout import ByTask, LMSimulator
 from .tasks import TASKS
@@ -30,7 +30,7 @@ def unknown(what:str, name, valid) -> ComponentError:
     return ComponentError(f"unknown {what} {name!r}; valid: {', '.join(valid)}")
 
 # %% ../nbs/05a_components.ipynb #56724d9b
-BACKENDS = ("hf", "vllm", "openai")
+BACKENDS = ("hf", "vllm", "openai", "transformers-serve")
 
 def generation_backend(model:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", base_url:str="",
                        cache:dict|None=None) -> Backend:
@@ -44,7 +44,8 @@ def generation_backend(model:str|Path, backend:str="hf", device:str="auto", dtyp
     elif backend == "vllm":
         from calirl.models import load_tokenizer
         b = VLLMBackend(str(model), tokenizer=load_tokenizer(model), dtype=dtype)
-    else: b = OpenAIBackend(base_url, str(model))
+    elif backend == "openai": b = OpenAIBackend(base_url, str(model))
+    else: b = OpenAIBackend(base_url, str(model), extra_body=served_sampling())   # the kit's own server: sample as `hf` does
     if cache is not None: cache[key] = b
     return b
 
@@ -133,12 +134,12 @@ def make_judge(kind:str, cache:dict|None=None, **args):
 
 # %% ../nbs/05a_components.ipynb #726f5d4c
 ROLES = {   # role -> the profile keys it reads
-    "oracle": ("oracle_model", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
-    "evaluation": ("eval_backend", "oracle_model", "openai_base_url", "max_new_tokens", "eval_temperature"),
+    "oracle": ("oracle_model", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
+    "evaluation": ("eval_backend", "oracle_model", "openai_base_url", "serve", "max_new_tokens", "eval_temperature"),
     "naive": ("naive_simulator", "simulator_model", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
     "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "sim_temperature", "seed"),
 }
-JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "eval_backend", "openai_base_url", "simulator_backend", "device", "dtype")
+JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype")
 _MISSING = object()
 
 def read_keys(keys, names:tuple, who:str) -> dict:
@@ -150,9 +151,13 @@ def read_keys(keys, names:tuple, who:str) -> dict:
     return {k: get(k, None) for k in names}
 
 # %% ../nbs/05a_components.ipynb #0e88e9fb
+def _endpoint(k:dict) -> dict:
+    "The endpoint's backend: `transformers-serve` when the kit serves it (`serve`), else `openai`; and its address."
+    return dict(backend="transformers-serve" if k["serve"] else "openai", base_url=k["openai_base_url"])
+
 def _served(k:dict) -> dict:
     "Where an oracle or judge model runs: behind the endpoint (`eval_backend = openai`), else in-process."
-    if k["eval_backend"] == "openai": return dict(backend="openai", base_url=k["openai_base_url"])
+    if k["eval_backend"] == "openai": return _endpoint(k)
     return dict(backend=k["simulator_backend"], device=k["device"], dtype=k["dtype"])
 
 def _oracle(k:dict, run_dir) -> dict:
@@ -166,8 +171,8 @@ def _evaluation(k:dict, run_dir) -> dict:
     if k["eval_backend"] not in ("scripted", "openai"): raise unknown("eval_backend", k["eval_backend"], ("scripted", "openai"))
     if k["eval_backend"] == "scripted": return dict(kind="scripted-human")
     if k["oracle_model"] == "scripted": raise ComponentError("eval_backend = openai needs `oracle_model` to name the served model, not `scripted`")
-    return dict(kind="prompted", model=k["oracle_model"], backend="openai", base_url=k["openai_base_url"],
-                max_new_tokens=k["max_new_tokens"], temperature=k["eval_temperature"], name=f"eval:{k['oracle_model']}")
+    return dict(kind="prompted", model=k["oracle_model"], **_endpoint(k), max_new_tokens=k["max_new_tokens"],
+                temperature=k["eval_temperature"], name=f"eval:{k['oracle_model']}")
 
 # %% ../nbs/05a_components.ipynb #3ffad4a5
 def _naive(k:dict, run_dir) -> dict:

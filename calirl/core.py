@@ -92,7 +92,8 @@ class Profile:
                              "`openai_base_url`), and where an oracle or judge model is served", ("scripted", "openai"))
     openai_base_url: str = _key("OpenAI-compatible endpoint for eval_backend=openai (key from OPENAI_API_KEY)")
     serve: bool = _key("start `transformers serve` at `openai_base_url` (a 127.0.0.1 address) in each notebook that calls the endpoint, "
-                       "when nothing answers there yet, and stop it when the notebook ends; false: the endpoint is yours to run")
+                       "when nothing answers there yet, ask it to sample as in-process models do, and stop it when the notebook ends; "
+                       "false: the endpoint is yours to run")
     standins: str = _key("a folder (relative to the project) that 04_models fills, when it is empty, with stand-ins for the paper's "
                          "models and data: tiny Gemma-3 `policy`, Qwen2 `simulator` and `oracle` on the hub's chat templates, "
                          "CollabLLM-schema `data/`; empty: none")

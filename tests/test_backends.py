@@ -1,6 +1,6 @@
 """Generation backends: HF log-probabilities and left padding, vLLM (GPU only), and the OpenAI-compatible HTTP
 client against local stub servers and a real `transformers serve` on 127.0.0.1."""
-import http.server, importlib.util, json, logging, os, signal, socket, subprocess, threading, time, traceback, types, urllib.request
+import http.server, importlib.util, json, logging, os, shutil, signal, socket, subprocess, threading, time, traceback, types, urllib.request
 import pytest, torch
 from conftest import BIN, free_port
 from transformers.utils import logging as hf_logging
@@ -303,28 +303,39 @@ def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
             try: proc.wait(10)
             except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(5)
 
-@pytest.mark.timeout(120)
-def test_served_standin_samples_at_the_requested_temperature(tmp_path, tok):
-    """`transformers serve` takes `do_sample` from the model's generation config, not from the request: a stand-in
-    (`build_standin`, which says `do_sample = true` as the hub's chat models do) must answer a temperature-1 request by
-    sampling (the seed decides the reply) and a temperature-0 request greedily, as `HFBackend` does."""
-    from calirl.backends import serve_locally
+@pytest.mark.timeout(150)
+def test_served_models_sample_at_the_requested_temperature(tmp_path, tok):
+    """`transformers serve` takes `do_sample` (and `top_k`, `repetition_penalty`, ...) from the model's generation config,
+    not from the request. A stand-in (`build_standin` says `do_sample = true`, as the hub's chat models do) samples by
+    itself; a model whose config does not say it answers greedily at any temperature unless the request carries
+    `served_sampling()`, which `calirl.components` sends to the kit's own server. Both must answer a temperature-1
+    request by sampling (the seed decides the reply) and a temperature-0 request greedily, as `HFBackend` does."""
+    from transformers import GenerationConfig
+    from calirl.backends import serve_locally, served_sampling
     from calirl.models import STANDINS, build_standin
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing or not (BIN / "transformers").exists():
         pytest.skip(f"SKIPPED real-server test: `transformers serve` needs {missing or 'the transformers CLI'}; "
                     f"install with: pip install 'transformers[serving]'")
-    path = build_standin(tok, *STANDINS["oracle"], tmp_path / "oracle", seed=0)
+    standin = build_standin(tok, *STANDINS["oracle"], tmp_path / "oracle", seed=0)
+    plain = tmp_path / "plain"                                                   # the same model, its config without do_sample
+    shutil.copytree(standin, plain)
+    GenerationConfig.from_dict({k: v for k, v in GenerationConfig.from_pretrained(standin).to_dict().items() if k not in ("do_sample", "top_k")}).save_pretrained(plain)
+    assert not GenerationConfig.from_pretrained(plain).do_sample and GenerationConfig.from_pretrained(standin).do_sample
     msgs = [[{"role": "user", "content": f"i have {k} apples"}] for k in range(8)]
     url = f"http://127.0.0.1:{free_port()}/v1"
     server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
     try:
-        c = OpenAIBackend(url, str(path), timeout=30, max_retries=1)
-        a, b, other = (c.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 0, 100))
-        assert [o.text for o in a] == [o.text for o in b]                        # the same seeds, the same replies
-        assert sum(x.text != y.text for x, y in zip(a, other)) >= 4, [(x.text, y.text) for x, y in zip(a, other)]   # other seeds, other replies
-        greedy = c.generate_chat(msgs[:2], 12, temperature=0.0)
-        assert [o.text for o in greedy] == [o.text for o in HFBackend(*load_model(path, device="cpu")).generate_chat(msgs[:2], 12, temperature=0.0)]
+        as_is = OpenAIBackend(url, str(plain), timeout=30, max_retries=1)
+        a, other = (as_is.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 100))
+        assert [o.text for o in a] == [o.text for o in other], "transformers serve now samples without do_sample in the model's config"
+        for path, extra in ((standin, None), (plain, served_sampling())):
+            c = OpenAIBackend(url, str(path), timeout=30, max_retries=1, extra_body=extra)
+            a, b, other = (c.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 0, 100))
+            assert [o.text for o in a] == [o.text for o in b]                        # the same seeds, the same replies
+            assert sum(x.text != y.text for x, y in zip(a, other)) >= 4, (path.name, [(x.text, y.text) for x, y in zip(a, other)])   # other seeds, other replies
+            greedy = c.generate_chat(msgs[:2], 12, temperature=0.0)
+            assert [o.text for o in greedy] == [o.text for o in HFBackend(*load_model(path, device="cpu")).generate_chat(msgs[:2], 12, temperature=0.0)]
     finally:
         server.stop()
 

@@ -45,9 +45,9 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     logs = json.loads((proj / RUN / "artifacts" / "metrics" / "grpo_logs.json").read_text())
     users = logs["users"]
     assert (users["naive"]["kind"], users["naive"]["model"], users["naive"]["backend"]) == ("prompted", str(st / "simulator"), "hf")
-    assert (users["oracle"]["kind"], users["oracle"]["model"], users["oracle"]["backend"]) == ("prompted", str(st / "oracle"), "openai")
+    assert (users["oracle"]["kind"], users["oracle"]["model"], users["oracle"]["backend"]) == ("prompted", str(st / "oracle"), "transformers-serve")   # the kit's own server, asked to sample
     assert users["calibrated"]["kind"] == "lm-simulator" and users["calibrated"]["source"].endswith("simulator_sft")
-    assert (logs["judge"]["kind"], logs["judge"]["model"]) == ("llm-judge", str(st / "oracle"))
+    assert (logs["judge"]["kind"], logs["judge"]["model"], logs["judge"]["backend"]) == ("llm-judge", str(st / "oracle"), "transformers-serve")
     R = pd.read_parquet(proj / RUN / "artifacts" / "eval" / "results.parquet")
     assert set(R.user) == {f"eval:{st / 'oracle'}"} and set(R.judge) == {str(st / "oracle")}
     realism = json.loads((proj / RUN / "artifacts" / "metrics" / "realism.json").read_text())["table"]
