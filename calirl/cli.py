@@ -69,6 +69,18 @@ def _parser() -> argparse.ArgumentParser:
                        description="Copy the settings.ini and notebooks this calirl ships into DIR (created if needed); "
                        "writes nothing if any of those files is already there.")
     i.add_argument("dir", nargs="?", default=".", help="the new project folder (default: the current folder)")
+    rp = sub.add_parser("report", help="where a run's report is, and its claims table",
+                        description="Print where figures/<profile>/report.md is and its claims table; with --readme, also write "
+                        "README.md's results block from it.")
+    rp.add_argument("--profile", default="tiny", help="whose report (default: tiny)")
+    rp.add_argument("--readme", action="store_true", help="rewrite the results block of README.md from this report")
+    rp.add_argument("--root", help="project root")
+    d = sub.add_parser("docs", help="build the documentation site from the notebooks (_docs/site)",
+                       description="Render README.md, docs/, every notebook (with the committed figures of --profile) and every run "
+                       "report as a static site with MkDocs; fails on a warning or a dead link. Needs the docs extra.")
+    d.add_argument("--profile", default="tiny", help="whose committed figures and tables the notebook pages show (default: tiny)")
+    d.add_argument("--out", help="folder for the site's sources and the site (default: _docs in the project root)")
+    d.add_argument("--root", help="project root")
     pr = sub.add_parser("profiles", help="list the run profiles")
     pr.add_argument("--keys", action="store_true", help="also describe every profile key")
     pr.add_argument("--root", help="project root")
@@ -95,6 +107,39 @@ def _note_damaged_state(root:Path, name:str) -> None:
     why = state_problem(run_dir)
     if why: print(f"calirl: {run_dir / 'state.json'} is damaged ({why}); this plan uses the per-notebook records, "
                   "and a run will set the file aside", file=sys.stderr)
+
+def _report(root:Path, profile:str, readme:bool) -> int:
+    "Say where the report of `profile` is and print its claims table; with `readme`, write README.md's results block from it."
+    from calirl.report import readme_results, report_header, report_section, with_results
+    fig = root / "figures" / profile
+    page = fig / "report.md"
+    if not page.is_file():
+        print(f"calirl: error: no report at {page}: run `calirl reproduce --profile {profile}` (its last notebook, 14_report, writes it)", file=sys.stderr)
+        return 2
+    rep = page.read_text(encoding="utf-8")
+    h = report_header(rep)
+    print(f"The run report of profile `{profile}`: {page}\n(commit {h['commit']}, written {h['written']}; "
+          f"executed notebooks in {run_paths(root, profile)[0] / 'notebooks'})\n")
+    print(report_section(rep, "The papers' claims") or "(this report has no claims table)")
+    if readme:
+        r = root / "README.md"
+        try: r.write_text(with_results(r.read_text(encoding="utf-8"), readme_results(fig, f"figures/{profile}")), encoding="utf-8")
+        except ValueError as e:
+            print(f"calirl: error: {e}", file=sys.stderr)
+            return 2
+        print(f"\ncalirl: wrote the results block of {r} from {page}")
+    return 0
+
+def _docs(root:Path, profile:str, out:str|None) -> int:
+    "Build the documentation site; one line saying where it is, or what failed."
+    from calirl.docs import DocsError, build_docs
+    try: got = build_docs(root, out, profile)
+    except DocsError as e:
+        print(f"calirl: error: {e}", file=sys.stderr)
+        return 1
+    print(f"calirl: built the documentation site in {got['seconds']:.1f} s: {got['index']} "
+          f"({got['notebooks']} notebook pages, {got['pages']} pages in all, no dead links)")
+    return 0
 
 # %% ../nbs/00b_cli.ipynb #ad34429e
 def _bench(a) -> dict:
@@ -126,6 +171,8 @@ def main(argv:list[str]|None=None) -> int:
         if a.cmd == "profiles":
             _profiles(root, a.keys)
             return 0
+        if a.cmd == "report": return _report(root, a.profile, a.readme)
+        if a.cmd == "docs": return _docs(root, a.profile, a.out)
         prof, steps = make_plan(root, a.profile, parse_overrides(a.param), a.only, a.start, a.force)
         if a.dry_run:
             _note_damaged_state(root, prof.name)
