@@ -273,6 +273,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'calirl.docs.dead_links': ('docs.html#dead_links', 'calirl/docs.py'),
                              'calirl.docs.docs_digest': ('docs.html#docs_digest', 'calirl/docs.py'),
                              'calirl.docs.docs_up_to_date': ('docs.html#docs_up_to_date', 'calirl/docs.py'),
+                             'calirl.docs.nav_label': ('docs.html#nav_label', 'calirl/docs.py'),
                              'calirl.docs.notebook_page': ('docs.html#notebook_page', 'calirl/docs.py'),
                              'calirl.docs.notebook_title': ('docs.html#notebook_title', 'calirl/docs.py'),
                              'calirl.docs.saved_names': ('docs.html#saved_names', 'calirl/docs.py'),

@@ -5,7 +5,8 @@ notebook makes them, beside the README, the guide pages in `docs/` and every run
 
 # %% auto #0
 __all__ = ['SAVED', 'SKIP_FIGURES', 'DocsError', 'saved_names', 'committed_outputs', 'notebook_page', 'title_of',
-           'notebook_title', 'site_config', 'stage_site', 'dead_links', 'docs_digest', 'build_docs', 'docs_up_to_date']
+           'notebook_title', 'nav_label', 'site_config', 'stage_site', 'dead_links', 'docs_digest', 'build_docs',
+           'docs_up_to_date']
 
 # %% ../nbs/00c_docs.ipynb #87e84ba1
 import ast, base64, hashlib, html.parser, os, re, shutil, subprocess, sys, time
@@ -68,11 +69,15 @@ def notebook_title(nb) -> str:
     "A notebook's title: the first `# heading` of its markdown cells ('' when it has none)."
     return next((t for c in nb.cells if c.cell_type == "markdown" and (t := title_of(c.source))), "")
 
+def nav_label(stem:str, nb) -> str:
+    "A notebook's entry in the navigation and its page title: its stem and its title, without Markdown's backticks."
+    return f"{stem}: {notebook_title(nb).replace('`', '') or stem}"
+
 def site_config(nav:list, site_name:str="calirl") -> dict:
     "The mkdocs configuration: Material without web fonts, notebooks through mkdocs-jupyter (never executed), page URLs that open from disk, every link checked."
     return {"site_name": site_name, "docs_dir": "src", "site_dir": "site", "use_directory_urls": False,
             "theme": {"name": "material", "font": False, "features": ["navigation.sections", "navigation.indexes"]},
-            "plugins": ["search", {"mkdocs-jupyter": {"execute": False, "include_source": True, "include": ["*.ipynb"]}}],
+            "plugins": ["search", {"mkdocs-jupyter": {"execute": False, "include_source": True, "include": ["*.ipynb"], "ignore_h1_titles": True}}],
             "markdown_extensions": ["tables", "toc", "admonition", "attr_list"],
             "validation": {"nav": {"omitted_files": "info", "not_found": "warn"},
                            "links": {"not_found": "warn", "absolute_links": "warn", "unrecognized_links": "warn", "anchors": "info"}},
@@ -93,7 +98,7 @@ def stage_site(root:str|Path, out:str|Path, profile:str="tiny") -> dict:
     for p in list_notebooks(root):
         nb = notebook_page(p, figs / profile, f"figures/{profile}")
         nbformat.write(nb, src / "nbs" / p.name)
-        notebooks.append({f"{p.stem}: {notebook_title(nb) or p.stem}": f"nbs/{p.name}"})
+        notebooks.append({nav_label(p.stem, nb): f"nbs/{p.name}"})
     guide = [{title_of(p.read_text(encoding="utf-8"), p.stem): f"docs/{p.name}"} for p in sorted((src / "docs").glob("*.md"))]
     report = f"figures/{profile}/report.md"
     nav = [{"Home": "index.md"}, *([{f"Run report ({profile})": report}] if (src / report).is_file() else []),
