@@ -6,7 +6,8 @@ and their average, mean ± std over seeds — Table 2, regenerated."""
 
 # %% auto #0
 __all__ = ['METHODS', 'COMPARISONS', 'score_conversations', 'evaluate_policy', 'EvalJob', 'evaluate_job', 'table2',
-           'paired_diffs', 'paired_ci', 'table2_paired', 'table2_seeds']
+           'paired_diffs', 'paired_ci', 'table2_paired', 'table2_seeds', 'table2_over_seeds', 'scores_by_seed',
+           'seed_differences', 'seed_interval', 'seeds_to_resolve', 'table2_seed_paired']
 
 # %% ../nbs/10_evaluate.ipynb #32d4c1cb
 from dataclasses import dataclass
@@ -147,4 +148,68 @@ def table2_seeds(results:pd.DataFrame, base:str="Base") -> pd.DataFrame:
                      "mean ± std": f"{d.score.mean():.1f} ± {d.score.std(ddof=0):.1f}",
                      f"gain over {base}": f"{gain.mean():+.1f} ± {gain.std(ddof=0):.1f}",
                      f"runs above {base}": f"{int((gain > 0).sum())} of {len(d)}"})
+    return pd.DataFrame(rows)
+
+# %% ../nbs/10_evaluate.ipynb #3fe354ef
+def table2_over_seeds(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
+    "Table 2 with ± over training runs (each pooled over its evaluation seeds) for methods trained more than once; over evaluation seeds for the rest."
+    runs = results.groupby("method").train_seed.nunique()
+    many = results[results.method.map(runs) > 1]
+    once = results[results.method.map(runs) == 1]
+    parts = []
+    if len(many): parts.append(table2(many.assign(seed=many.train_seed), paper).assign(**{"spread over": lambda t: [f"{runs[m]} training runs" for m in t.method]}))
+    if len(once): parts.append(table2(once, paper).assign(**{"spread over": lambda t: [f"{once[once.method == m].seed.nunique()} evaluation seeds (one training run)" for m in t.method]}))
+    out = pd.concat(parts, ignore_index=True)
+    order = list(dict.fromkeys(results.method))
+    return out.set_index("method").loc[order].reset_index()
+
+# %% ../nbs/10_evaluate.ipynb #bfaefbd5
+def scores_by_seed(results:pd.DataFrame) -> pd.DataFrame:
+    "Each training run's score ×100 per method and task, and the tasks' average: its mean over evaluation seeds and items."
+    per = results.groupby(["method", "task", "train_seed"], sort=False).score.mean().mul(100).reset_index()
+    if per.task.nunique() < 2: return per
+    full = per.groupby(["method", "train_seed"], sort=False).task.transform("nunique") == per.task.nunique()
+    avg = per[full].groupby(["method", "train_seed"], sort=False).score.mean().reset_index().assign(task="average")
+    return pd.concat([per, avg[per.columns]], ignore_index=True)
+
+def seed_differences(by_seed:pd.DataFrame, a:str, b:str, task:str) -> pd.Series:
+    "Per training seed, method `a`'s score minus `b`'s on `task` (×100); a method with one run is compared with every run of the other."
+    pick = lambda m: by_seed[(by_seed.method == m) & (by_seed.task == task)].set_index("train_seed").score
+    A, B = pick(a), pick(b)
+    if len(A) == 1 and len(B) > 1: A = pd.Series(A.iloc[0], index=B.index)
+    if len(B) == 1 and len(A) > 1: B = pd.Series(B.iloc[0], index=A.index)
+    return (A - B).dropna()
+
+def seed_interval(d, level:float=0.95) -> tuple[float, float, float]:
+    "The mean of per-seed differences `d` and its Student-t interval, the training run being the unit (NaN bounds below two seeds)."
+    from scipy.stats import t
+    d = np.asarray(d, dtype=float)
+    m = float(d.mean()) if len(d) else float("nan")
+    if len(d) < 2: return m, float("nan"), float("nan")
+    h = float(t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
+    return m, m - h, m + h
+
+def seeds_to_resolve(d, effect:float, level:float=0.95, cap:int=100) -> int|None:
+    "The fewest training seeds whose t interval, at the spread of `d`, has a half-width below |effect| (None past `cap` or without a spread)."
+    from scipy.stats import t
+    d = np.asarray(d, dtype=float)
+    if len(d) < 2 or not effect: return None
+    sd = float(d.std(ddof=1))
+    if sd == 0: return 2
+    return next((n for n in range(2, cap + 1) if t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n) < abs(effect)), None)
+
+# %% ../nbs/10_evaluate.ipynb #1be1fc0b
+def table2_seed_paired(by_seed:pd.DataFrame, tasks:list[str], comparisons=None, paper:dict|None=None) -> pd.DataFrame:
+    "One row per comparison and task (and the average): the mean paired difference over training seeds ×100, its t interval, each seed's difference, and the seeds that would resolve the paper's math-chat effect."
+    rows = []
+    for a, b in comparisons or COMPARISONS:
+        if not {a, b} <= set(by_seed.method): continue
+        pa, pb = (paper or {}).get(a), (paper or {}).get(b)
+        for task in [*tasks, *(["average"] if len(tasks) > 1 else [])]:
+            d = seed_differences(by_seed, a, b, task)
+            m, lo, hi = seed_interval(d.to_numpy())
+            pe = float(pa - pb) if task == "math-chat" and isinstance(pa, (int, float)) and isinstance(pb, (int, float)) else float("nan")
+            rows.append(dict(comparison=f"{a} − {b}", task=task, diff=m, ci_low=lo, ci_high=hi, half_width=(hi - lo) / 2, seeds=len(d),
+                             per_seed=", ".join(f"{x:+.1f}" for x in d), paper_effect=pe,
+                             seeds_for_paper_effect=seeds_to_resolve(d.to_numpy(), pe) if np.isfinite(pe) else None))
     return pd.DataFrame(rows)
