@@ -176,7 +176,7 @@ def _seed_claims(sp:pd.DataFrame) -> list[dict]:
         if n < 2 or not np.isfinite(r.ci_low): ci = "none: one training run"
         else:
             ci = f"[{r.ci_low:+.1f}, {r.ci_high:+.1f}] over {n} training seeds (t), half-width {r.half_width:.1f}"
-            if np.isfinite(r.paper_effect):
+            if direction and np.isfinite(r.paper_effect) and r.paper_effect:
                 k = r.seeds_for_paper_effect
                 ci += f"; the paper's {r.paper_effect:+.1f} needs " + (f"{int(k)} seeds at this spread" if pd.notna(k) else "more than 100 seeds at this spread")
         out.append(dict(claim=claim, evidence=f"{comp}, {task} (×100)" + (f"; {note}" if note else ""), effect=effect, ci=ci,
