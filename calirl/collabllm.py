@@ -7,21 +7,24 @@ and train the base policy offline on the pairs: SFT on the chosen replies, then 
 
 # %% auto #0
 __all__ = ['MR_WEIGHTS', 'MR_WINDOW', 'MR_SAMPLES', 'MR_MIN_GAP', 'PAIR_COLUMNS', 'SFT_EPOCHS', 'SFT_LR_RATIO', 'DPO_EPOCHS',
-           'MRWeights', 'token_penalty', 'interactivity', 'conversation_reward', 'user_state', 'forward_sample',
-           'multiturn_aware_rewards', 'pick_pair', 'preference_row', 'contexts_from_traces', 'sample_contexts',
-           'collabllm_artifact']
+           'MRWeights', 'token_penalty', 'user_state', 'withheld', 'interactivity', 'conversation_reward',
+           'forward_sample', 'multiturn_aware_rewards', 'pick_pair', 'preference_row', 'contexts_from_traces',
+           'sample_contexts', 'mr_pairs', 'pair_check', 'pair_verdict', 'ask_rates', 'collabllm_artifact']
 
 # %% ../nbs/09a_collabllm.ipynb #c9c39482
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
 from .core import artifact_path
 from .tasks import TaskItem, render_doc
 from .dialogue import Conversation, prefix_ends, take_turns, turn_kind
 from .rewards import Score, judge_interactivity, task_reward
 from .users import fact_order
 from .rollout import TextPolicy
+from .backends import chat_prompt_ids
 from .training import preference_pair
 from .prompts import policy_message, policy_turns
 
@@ -34,29 +37,13 @@ class MRWeights:
     interact: float = 0.5      # λ_int
 
 MR_WEIGHTS = {"math-chat": MRWeights(1.0, 0.5, 0.5), "docedit-chat": MRWeights(1.0, 0.1, 0.0)}
-MR_WINDOW = 2        # forward rounds after the scored response
+MR_WINDOW = None     # forward rounds after the scored response; None: to the end of the conversation (CollabLLM's data builder: 2)
 MR_SAMPLES = 3       # forward-sampled continuations per response
 MR_MIN_GAP = 0.02    # smallest MR difference kept as a preference pair
 
 def token_penalty(n_tokens:int, lam:float) -> float:
     "The efficiency cost min(λ · tokens / 1000, 1)."
     return min(lam * n_tokens / 1000.0, 1.0)
-
-# %% ../nbs/09a_collabllm.ipynb #21caa0de
-def interactivity(window_acts:list[list[str]]) -> float:
-    "1.0 if a user turn of the forward window revealed withheld information (it answered a question), else 0.0."
-    return float(any("reveal" in a for a in window_acts))
-
-# %% ../nbs/09a_collabllm.ipynb #c330eba7
-def conversation_reward(item:TaskItem, messages:list, window_acts:list[list[str]], n_tokens:int,
-                        w:MRWeights|None=None, judge="verifier", interact:Score|None=None) -> dict:
-    "R* of one continued conversation: task score (by `judge`) − token cost + λ_int · interactivity (`interact` when judged, else from the acts)."
-    w = w or MR_WEIGHTS[item.task]
-    s = task_reward(item, messages, judge)
-    I = interact if interact is not None else Score(interactivity(window_acts))
-    why = s.status if not s.scorable else I.status
-    R = None if not (s.scorable and I.scorable) else w.task * s.value - token_penalty(n_tokens, w.tokens) + w.interact * I.value
-    return dict(R=R, score=s.value, tokens=n_tokens, interact=I.value, status=why)
 
 # %% ../nbs/09a_collabllm.ipynb #d0f4d989
 def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_key:str="0") -> dict:
@@ -71,6 +58,36 @@ def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_ke
     revealed = list(hidden) if any("leak_hidden" in a for a in acts) else hidden[:n_rev]
     return {"seed": seed_key, "hidden": hidden, "revealed": revealed, "assistant_turns": turns}
 
+# %% ../nbs/09a_collabllm.ipynb #21caa0de
+def withheld(item:TaskItem, messages:list[dict], acts:list[list[str]]) -> list[str]:
+    "The facts the scripted user still withholds at the end of `messages` (its acts `acts`): hidden and not yet revealed."
+    st = user_state(item, messages, acts)
+    return [f for f in st["hidden"] if f not in st["revealed"]]
+
+def interactivity(item:TaskItem, messages:list[dict], acts:list[list[str]], start:int) -> float:
+    "I(t): the mean engagement score of the assistant turns from message `start` on — 1 for asking while a fact is withheld or answering once none is, else 0."
+    q = []
+    for k in range(start, len(messages)):
+        if messages[k]["role"] != "assistant": continue
+        n_user = sum(m["role"] == "user" for m in messages[:k])
+        need = bool(withheld(item, messages[:k], acts[:n_user]))
+        kind = turn_kind(item, messages[k]["content"])
+        q.append(float((kind == "ask" and need) or (kind == "answer" and not need)))
+    return float(np.mean(q)) if q else 0.0
+
+# %% ../nbs/09a_collabllm.ipynb #c330eba7
+def conversation_reward(item:TaskItem, messages:list, acts:list[list[str]], start:int, n_tokens:int,
+                        w:MRWeights|None=None, judge="verifier", interact:Score|None=None) -> dict:
+    "R* of one continued conversation (user acts `acts`, scored response at `start`): task score − token cost + λ_int · I (`interact` when judged, else the rule)."
+    w = w or MR_WEIGHTS[item.task]
+    s = task_reward(item, messages, judge)
+    if interact is None and w.interact > 0 and not item.goal:
+        raise ValueError(f"{item.item_id}: interactivity needs a judge model or a tiny-world goal to rate the turns by")
+    I = interact if interact is not None else Score(interactivity(item, messages, acts, start) if w.interact > 0 else 0.0)
+    why = s.status if not s.scorable else I.status
+    R = None if not (s.scorable and I.scorable) else w.task * s.value - token_penalty(n_tokens, w.tokens) + w.interact * I.value
+    return dict(R=R, score=s.value, tokens=n_tokens, interact=I.value, status=why)
+
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],
                    max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None, policy_prompt:str="plain") -> tuple[list, list]:
@@ -84,13 +101,15 @@ def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
                             weights:dict|None=None, max_len:int|None=None, policy_prompt:str="plain", judge="verifier") -> list[dict]:
-    "MR of each job {item, context, acts, response}: the mean R* over `samples` forward-sampled continuations, scored by `judge`."
+    "MR of each job {item, context, acts, response}: the mean R* over `samples` continuations (to the end, or `window` rounds), scored by `judge`."
     weights = weights or MR_WEIGHTS
+    if window is None and H is None: raise ValueError("forward sampling to the end of the conversation needs the turn cap H")
     count = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
     its, chats, states, wins, owner = [], [], [], [], []
     for j, job in enumerate(jobs):
         k = sum(m["role"] == "assistant" for m in job["context"]) + 1                 # policy turns incl. the response
-        win = window if H is None else max(0, min(window, H - k))
+        win = H - k if window is None else window if H is None else min(window, H - k)
+        win = max(0, win)
         for s in range(samples):
             its.append(job["item"])
             owner.append(j)
@@ -105,7 +124,7 @@ def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:i
     for k, (j, it, c, a) in enumerate(zip(owner, its, done, wacts)):
         start = len(jobs[j]["context"])
         n_tok = sum(count(m["content"]) for m in c[start:] if m["role"] == "assistant")
-        per[j].append(conversation_reward(it, c, a, n_tok, weights[it.task], judge, interact.get(k)))
+        per[j].append(conversation_reward(it, c, jobs[j]["acts"] + a, start, n_tok, weights[it.task], judge, interact.get(k)))
     out = []
     for rs in per:
         ok = [r for r in rs if r["R"] is not None]
@@ -124,14 +143,15 @@ def pick_pair(mrs:list[float|None], texts:list[str], min_gap:float=MR_MIN_GAP) -
     return hi, lo
 
 PAIR_COLUMNS = ["prompt", "chosen", "rejected", "item_id", "task", "context_id", "mr_chosen", "mr_rejected",
-                "chosen_kind", "rejected_kind"]
+                "chosen_kind", "rejected_kind", "train_seed"]
 
 def preference_row(tok, item:TaskItem, context:list[dict], chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
-                   context_id:int=0, policy_format:str="plain") -> dict:
+                   context_id:int=0, policy_format:str="plain", train_seed:int=0) -> dict:
     "One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs and turn kinds."
     return dict(**preference_pair(tok, context, chosen.strip(), rejected.strip()), item_id=item.item_id, task=item.task,
                 context_id=context_id, mr_chosen=float(mr_chosen), mr_rejected=float(mr_rejected),
-                chosen_kind=turn_kind(item, policy_message(chosen, policy_format)), rejected_kind=turn_kind(item, policy_message(rejected, policy_format)))
+                chosen_kind=turn_kind(item, policy_message(chosen, policy_format)), rejected_kind=turn_kind(item, policy_message(rejected, policy_format)),
+                train_seed=train_seed)
 
 # %% ../nbs/09a_collabllm.ipynb #f53144ac
 def contexts_from_traces(trajs:list, items:dict[str, TaskItem], H:int) -> list[dict]:
@@ -152,16 +172,78 @@ def sample_contexts(contexts:list[dict], n:int, tasks:list[str], seed:int=0) -> 
         out += rng.sample(pool, min(len(pool), n // len(tasks) + (k < n % len(tasks))))
     return out
 
-# %% ../nbs/09a_collabllm.ipynb #26214f4e
-_OWN_ARTIFACTS = {"policy_collabllm": "models/policy_collabllm", "collabllm_pairs": "data/collabllm_pairs.parquet"}
+# %% ../nbs/09a_collabllm.ipynb #bc381652
+def mr_pairs(policy, tok, user, ctxs:list[dict], G:int, max_new_tokens:int, temperature:float, H:int, seed:int=0,
+             max_len:int|None=None, policy_prompt:str="plain", judge="verifier", samples:int=MR_SAMPLES) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    "CollabLLM's offline data for contexts `ctxs`: (preference pairs, every candidate with its MR and pick, each context continued by its chosen reply)."
+    turns = policy_turns(policy_prompt)
+    head = [{"role": "system", "content": turns["system"]}] if turns["system"] else []
+    outs = policy.generate([chat_prompt_ids(tok, head + c["context"]) for c in ctxs for _ in range(G)], max_new_tokens, temperature, seed=seed)
+    texts = [o.text for o in outs]                                  # the replies as generated (DPO trains these)
+    jobs = [dict(item=c["item"], context=c["context"], acts=c["acts"], response=policy_message(texts[i * G + k], turns["policy_format"]))
+            for i, c in enumerate(ctxs) for k in range(G)]
+    scores = multiturn_aware_rewards(policy, tok, user, jobs, max_new_tokens, temperature, samples=samples, H=H, seed=seed,
+                                     max_len=max_len, policy_prompt=policy_prompt, judge=judge)
+    pick = [""] * len(jobs)
+    rows, chats = [], []
+    for i, c in enumerate(ctxs):
+        mr = [scores[i * G + k]["mr"] for k in range(G)]
+        p = pick_pair(mr, texts[i * G:(i + 1) * G])
+        if p is None: continue
+        pick[i * G + p[0]], pick[i * G + p[1]] = "chosen", "rejected"
+        rows.append(preference_row(tok, c["item"], head + c["context"], texts[i * G + p[0]], texts[i * G + p[1]], mr[p[0]], mr[p[1]], i, turns["policy_format"], seed))
+        chats.append(head + c["context"] + [{"role": "assistant", "content": texts[i * G + p[0]].strip()}])
+    cands = pd.DataFrame([dict(context_id=j // G, task=job["item"].task, response=job["response"], kind=turn_kind(job["item"], job["response"]),
+                               pick=pick[j], **s) for j, (job, s) in enumerate(zip(jobs, scores))])
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS), cands, chats
+
+# %% ../nbs/09a_collabllm.ipynb #5cf31bda
+def pair_check(policy, tok, user, ctxs:list[dict], cands:pd.DataFrame, max_new_tokens:int, temperature:float, H:int, seed:int=0,
+               max_len:int|None=None, policy_prompt:str="plain", judge="verifier", samples:int=MR_SAMPLES) -> pd.DataFrame:
+    "Each pair of `cands` (from `mr_pairs` on `ctxs`) continued to the end with `user`: the mean return (task score − token cost) of its chosen and rejected reply."
+    no_int = {t: replace(w, interact=0.0) for t, w in MR_WEIGHTS.items()}
+    picked = cands[cands.pick != ""].sort_values(["context_id", "pick"])          # per context: chosen, then rejected
+    jobs = [dict(item=ctxs[r.context_id]["item"], context=ctxs[r.context_id]["context"], acts=ctxs[r.context_id]["acts"], response=r.response)
+            for r in picked.itertuples()]
+    out = multiturn_aware_rewards(policy, tok, user, jobs, max_new_tokens, temperature, samples=samples, H=H, seed=seed,
+                                  weights=no_int, max_len=max_len, policy_prompt=policy_prompt, judge=judge)
+    got = picked.assign(ret=[o["mr"] for o in out], real_score=[o["score"] for o in out]).set_index(["context_id", "pick"])
+    ids = sorted(set(picked.context_id))
+    need = [bool(withheld(ctxs[i]["item"], ctxs[i]["context"], ctxs[i]["acts"])) if ctxs[i]["item"].goal else None for i in ids]
+    return pd.DataFrame(dict(context_id=ids, task=[ctxs[i]["item"].task for i in ids], withheld=need,
+                             chosen_kind=[got.loc[(i, "chosen"), "kind"] for i in ids], rejected_kind=[got.loc[(i, "rejected"), "kind"] for i in ids],
+                             mr_chosen=[got.loc[(i, "chosen"), "mr"] for i in ids], mr_rejected=[got.loc[(i, "rejected"), "mr"] for i in ids],
+                             return_chosen=[got.loc[(i, "chosen"), "ret"] for i in ids], return_rejected=[got.loc[(i, "rejected"), "ret"] for i in ids]))
+
+def pair_verdict(check:pd.DataFrame, min_win:float=0.0, eps:float=1e-9) -> dict:
+    "Wins, ties and losses of the chosen replies' real returns, the win share among pairs that differ with its Wilson 95 % interval, and whether it passes `min_win`."
+    ok = check.dropna(subset=["return_chosen", "return_rejected"])
+    d = ok.return_chosen - ok.return_rejected
+    wins, losses = int((d > eps).sum()), int((d < -eps).sum())
+    n = wins + losses
+    lo, hi = binomtest(wins, n).proportion_ci(0.95, "wilson") if n else (float("nan"), float("nan"))
+    rate = wins / n if n else float("nan")
+    passed = min_win <= 0 or (n > 0 and rate >= min_win and lo > 0.5)
+    return dict(pairs=len(check), scored=len(ok), wins=wins, ties=len(ok) - n, losses=losses, win_rate=rate, lo=float(lo), hi=float(hi),
+                min_pair_win=min_win, passed=bool(passed))
+
+def ask_rates(check:pd.DataFrame) -> dict:
+    "How often the chosen and rejected replies ask, how often the perfect asker would (a fact is withheld), and how often each does what it would."
+    w = check.withheld.astype(float)
+    ask = lambda col: (check[col] == "ask").astype(float)
+    return dict(ask_perfect=w.mean(), ask_chosen=ask("chosen_kind").mean(), ask_rejected=ask("rejected_kind").mean(),
+                agree_chosen=(ask("chosen_kind") == w).mean(), agree_rejected=(ask("rejected_kind") == w).mean())
+
+# %% ../nbs/09a_collabllm.ipynb #7240cdda
+SFT_EPOCHS = 3       # CollabLLM's SFT stage: 3 epochs over the chosen replies, before DPO
+SFT_LR_RATIO = 2     # its SFT learning rate over its DPO learning rate (1e-5 / 5e-6)
+DPO_EPOCHS = 8       # CollabLLM's offline DPO runs 8 epochs over its pairs, from the SFT checkpoint
+
+# %% ../nbs/09a_collabllm.ipynb #d8f5b7a0
+_OWN_ARTIFACTS = {"policy_collabllm": "models/policy_collabllm", "collabllm_pairs": "data/collabllm_pairs.parquet",
+                  "collabllm_by_seed": "models/collabllm_by_seed"}
 
 def collabllm_artifact(run_dir:str|Path, name:str) -> Path:
     "Path of this notebook's artifact `name`: the registry's when `calirl.core.ARTIFACTS` has it, else the same layout."
     from calirl.core import ARTIFACTS
     return artifact_path(run_dir, name) if name in ARTIFACTS else Path(run_dir) / "artifacts" / _OWN_ARTIFACTS[name]
-
-# %% ../nbs/09a_collabllm.ipynb #b094138a
-SFT_EPOCHS = 3       # CollabLLM's SFT stage: 3 epochs over the chosen replies, before DPO
-SFT_LR_RATIO = 2     # its SFT learning rate over its DPO learning rate (1e-5 / 5e-6)
-DPO_EPOCHS = 8       # CollabLLM's offline DPO runs 8 epochs over its pairs, from the SFT checkpoint
-

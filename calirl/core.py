@@ -144,6 +144,8 @@ class Profile:
     dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO", gt=0, hi=1)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
+    min_pair_win: float = _key("09a stops unless, on held-out contexts continued to the end with the real user, the chosen reply of a CollabLLM pair "
+                               "returns more than the rejected one in at least this share of the pairs that differ (0: report only)", lo=0, hi=1)
     dpo_beta: float = _key("DPO β (0 would make the DPO loss constant)", gt=0)
     phase2_simulator: str = _key("simulator Phase II trains against", ("sft", "dial"))
     # Phase II: multi-turn GRPO
@@ -605,6 +607,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "policies_by_seed": ("models/by_seed", "09_grpo"),      # <variant>-seed<s>/ for each training run after the first
     "policy_collabllm": ("models/policy_collabllm", "09a_collabllm"),
     "collabllm_pairs": ("data/collabllm_pairs.parquet", "09a_collabllm"),
+    "collabllm_by_seed": ("models/collabllm_by_seed", "09a_collabllm"),   # collabllm-seed<s>/ for each training run after the first
     "eval_results": ("eval/results.parquet", "10_evaluate"),
     "eval_transcripts": ("eval/transcripts.parquet", "10_evaluate"),
     "validity": ("metrics/validity.json", "12_validity"),
