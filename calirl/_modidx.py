@@ -489,6 +489,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'calirl.report._seed_claims': ('report.html#_seed_claims', 'calirl/report.py'),
                                'calirl.report._table2_quote': ('report.html#_table2_quote', 'calirl/report.py'),
                                'calirl.report._theory_claim': ('report.html#_theory_claim', 'calirl/report.py'),
+                               'calirl.report.busy_seconds': ('report.html#busy_seconds', 'calirl/report.py'),
                                'calirl.report.claims': ('report.html#claims', 'calirl/report.py'),
                                'calirl.report.folder_readme': ('report.html#folder_readme', 'calirl/report.py'),
                                'calirl.report.git_commit': ('report.html#git_commit', 'calirl/report.py'),
