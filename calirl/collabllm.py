@@ -228,7 +228,9 @@ def pair_verdict(check:pd.DataFrame, min_win:float=0.0, eps:float=1e-9) -> dict:
                 min_pair_win=min_win, passed=bool(passed))
 
 def ask_rates(check:pd.DataFrame) -> dict:
-    "How often the chosen and rejected replies ask, how often the perfect asker would (a fact is withheld), and how often each does what it would."
+    "How often the chosen and rejected replies ask, how often the perfect asker would (a fact is withheld), and how often each does what it would; {} when no context says what is withheld (a model user)."
+    check = check[check.withheld.notna()]
+    if check.empty: return {}
     w = check.withheld.astype(float)
     ask = lambda col: (check[col] == "ask").astype(float)
     return dict(ask_perfect=w.mean(), ask_chosen=ask("chosen_kind").mean(), ask_rejected=ask("rejected_kind").mean(),

@@ -214,3 +214,10 @@ def test_pair_verdict_counts_ties_and_unscored_apart():
     assert (v["pairs"], v["scored"], v["wins"], v["losses"], v["ties"]) == (37, 36, 30, 5, 1)
     assert v["win_rate"] == pytest.approx(30 / 35) and 0.5 < v["lo"] < v["win_rate"] < v["hi"] and v["passed"]
     assert not pair_verdict(c, 0.9)["passed"] and pair_verdict(c.iloc[:0], 0.0)["passed"] and not pair_verdict(c.iloc[:0], 0.6)["passed"]
+
+def test_ask_rates_need_a_user_that_withholds():
+    "A model user (the paper path) keeps no facts to withhold: no ask rates, rather than rates over unknowns."
+    c = pd.DataFrame(dict(withheld=[None, None], chosen_kind=["ask", "answer"], rejected_kind=["answer", "answer"]))
+    assert ask_rates(c) == {}
+    mixed = pd.concat([c, pd.DataFrame(dict(withheld=[True], chosen_kind=["ask"], rejected_kind=["answer"]))], ignore_index=True)
+    assert ask_rates(mixed) == dict(ask_perfect=1.0, ask_chosen=1.0, ask_rejected=0.0, agree_chosen=1.0, agree_rejected=0.0)
