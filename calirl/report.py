@@ -163,8 +163,8 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
                         "worker pools (`workers` is the pool's wall time), by phase.\n\n" + p.read_text()))
     if profile in TIME_TARGETS and (fig / "time_profile.csv").exists():
         pools = pd.read_csv(fig / "time_profile_pools.csv") if (fig / "time_profile_pools.csv").exists() else None
-        try: wall = busy_seconds(json.loads((Path(run_dir) / "state.json").read_text()))
-        except (OSError, ValueError): wall = None                  # no run state beside the figures: the notebooks' summed time
+        from calirl.pipeline import read_state                      # the run state as `calirl reproduce` reads it (records when state.json is damaged)
+        wall = busy_seconds(read_state(run_dir))                     # None without times: the notebooks' summed time
         out.append("## Where the time goes\n\n" + time_budget(pd.read_csv(fig / "time_profile.csv"), pools, TIME_TARGETS[profile], wall_s=wall))
     rows = "\n".join(f"| `{k}` | `{json.dumps(v, ensure_ascii=False)}` |" for k, v in keys.items())
     out.append("## Profile keys as run\n\n" + ("| key | value |\n|---|---|\n" + rows if keys else "*No keys found.*") + "\n")
