@@ -130,12 +130,6 @@ def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|Non
         return user_spec("calibrated", k, run_dir, name=f"{simulator}-simulator", seed=seed)
     raise ValueError(f"unknown training simulator {simulator!r}; valid: {', '.join(SIMULATORS)}")
 
-def _digest(path:str|Path|None) -> str:
-    "A short hash of the safetensors weights under `path`, its per-task folders included (empty if none)."
-    h = hashlib.sha256()
-    for f in sorted(Path(path).rglob("*.safetensors")) if path else []: h.update(f.read_bytes())
-    return h.hexdigest()[:10]
-
 # %% ../nbs/13_artifacts.ipynb #23446c2a
 def cell_name(spec:"CellSpec") -> str:
     "simulator-reward path[-s strength]-seed N: the readable part of a cell's folder name."
@@ -183,12 +177,12 @@ def run_cell(spec:CellSpec) -> dict:
     import torch
     from calirl.backends import HFBackend
     from calirl.evaluate import evaluate_policy
-    from calirl.grpo import fingerprint, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
+    from calirl.grpo import fingerprint, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo, weights_digest
     from calirl.models import load_model
     torch.set_num_threads(1)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     g, s = spec.grpo, spec.seed
-    fp = fingerprint(cell=replace(spec, ckpt_root=""), policy=_digest(spec.policy_path), sim=_digest(spec.sim_path))
+    fp = fingerprint(cell=replace(spec, ckpt_root=""), policy=weights_digest(spec.policy_path), sim=weights_digest(spec.sim_path))
     out_dir = Path(spec.ckpt_root) / f"{cell_name(spec)}-{fp}"
     done = out_dir.parent / f"{out_dir.name}.json"
     if done.is_file(): return json.loads(done.read_text())

@@ -137,10 +137,17 @@ class Profile:
     min_disc_control: float = _key("07 stops unless a discriminator tells the real user from the naive simulator (a simulator known to differ) with at least this held-out accuracy on every task, so that DIAL has a signal to work with (negative: report only)", lo=-1, hi=1)
     dial_dpo_lr: float = _key("learning rate of each DIAL DPO refinement", gt=0, hi=1)
     dial_dpo_epochs: int = _key("epochs over its preference pairs of each DIAL DPO refinement", lo=1, hi=1000)
-    min_dial_gain: float = _key("07 stops unless each DIAL DPO refinement raises, on held-out items, the final log-odds of real that the discriminator which made its pairs gives "
-                                "the simulator's sessions, the 95 % interval of the gain lying above this (negative: report only)", lo=-1, hi=100)
-    max_dial_disc_rise: float = _key("07 stops when a DIAL refinement makes the simulator easier to tell apart: a fresh discriminator's held-out accuracy against the refined simulator "
-                                     "minus that against the one before, the lower end of its paired 95 % interval above this on any task (negative: report only)", lo=-1, hi=1)
+    min_dial_gain: float = _key("each DIAL DPO refinement must raise, on held-out items, the final log-odds of real that the discriminator which made its pairs gives "
+                                "the simulator's sessions, the 95 % interval of the gain lying above this; 07 flags a refinement that does not and never chooses it for Phase II (negative: report only)", lo=-1, hi=100)
+    max_dial_disc_rise: float = _key("a DIAL refinement must not make the simulator easier to tell apart: fresh discriminators' held-out accuracy against the refined simulator "
+                                     "minus that against the one before, the lower end of its 95 % interval over discriminator seeds above this on any task, "
+                                     "flags it, and 07 never chooses it for Phase II (negative: report only)", lo=-1, hi=1)
+    dial_start_epochs: int = _key("epochs of further SFT that turn the Phase I simulator into DIAL's starting simulator (0: DIAL starts from the Phase I simulator itself)", lo=0, hi=1000)
+    dial_start_data: str = _key("whose sessions that further SFT reads: the real user's (over-training, as DIAL's SFT-160K) or the naive simulator's (a simulator that learnt artifacts)", ("real", "naive"))
+    min_dial_start_disc: float = _key("07 stops unless fresh discriminators tell DIAL's starting simulator from the real user with at least this held-out accuracy on every task "
+                                      "(the lower end of its 95 % interval over discriminator seeds), so that DIAL has something to remove (negative: report only)", lo=-1, hi=1)
+    dial_disc_seeds: int = _key("fresh discriminators trained on each DIAL simulator version, one per seed: DIAL's outcomes carry intervals over them", lo=1, hi=100)
+    disc_sees_goal: bool = _key("DIAL's discriminator reads the simulator's goal context (what the user holds, the reference answer) before the session, as the simulator does")
     dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO", gt=0, hi=1)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
@@ -657,9 +664,12 @@ def upstream_dir(run_dir:str|Path, upstream_run:str="") -> Path:
     return Path(run_dir).parent / upstream_run if upstream_run else Path(run_dir)
 
 def phase2_simulator_path(run_dir:str|Path, which:str="sft") -> str:
-    "What `load_model` takes for the simulator Phase II trains against: Phase I SFT, or the last DIAL iteration."
+    "What `load_model` takes for the simulator Phase II trains against: Phase I SFT, or the DIAL iteration 07 chose (`dial_simulators/CHOSEN`; without one, the last)."
     if which == "sft": return model_source(run_dir, "simulator_sft")
     if which != "dial": raise ValueError(f"phase2_simulator must be 'sft' or 'dial', got {which!r}")
     its = sorted((p for p in require_artifact(run_dir, "dial_simulators").glob("it*") if p.name[2:].isdigit()), key=lambda p: int(p.name[2:]))
     if not its: raise FileNotFoundError(f"no DIAL iteration (it0, it1, …) under {require_artifact(run_dir, 'dial_simulators')}; rerun 07_dial")
-    return str(its[-1])
+    chosen = require_artifact(run_dir, "dial_simulators") / "CHOSEN"
+    if chosen.is_file() and (name := chosen.read_text().strip()) not in {p.name for p in its}:
+        raise FileNotFoundError(f"{chosen} names {name!r}, which is not one of the DIAL iterations {[p.name for p in its]}; rerun 07_dial")
+    return str(its[-1].parent / chosen.read_text().strip()) if chosen.is_file() else str(its[-1])
