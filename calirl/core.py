@@ -608,6 +608,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "realism": ("metrics/realism.json", "08_realism"),
     "policy_naive": ("models/policy_naive", "09_grpo"),
     "policy_calibrated": ("models/policy_calibrated", "09_grpo"),
+    "policy_calibrated_dial": ("models/policy_calibrated_dial", "09_grpo"),   # GRPO against the DIAL iteration 07 chose
     "policy_static": ("models/policy_static", "09_grpo"),
     "grpo_logs": ("metrics/grpo_logs.json", "09_grpo"),
     "policy_oracle": ("models/policy_oracle", "09_grpo"),
