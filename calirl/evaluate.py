@@ -26,6 +26,7 @@ METHODS = {  # row: (artifact, paper MATH-Chat accuracy, %)
     "Static Context": ("policy_static", 85.0),
     "Naive Interactive": ("policy_naive", 89.3),
     "Calibrated Interactive": ("policy_calibrated", 91.5),
+    "Calibrated + DIAL": ("policy_calibrated_dial", float("nan")),   # not in the paper: GRPO against the DIAL-refined simulator (09)
     "Oracle": ("policy_oracle", 89.7),
 }
 
@@ -101,6 +102,7 @@ def table2(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
 
 # %% ../nbs/10_evaluate.ipynb #b3cff4ce
 COMPARISONS = [(m, "Base") for m in METHODS if m != "Base"] + [("Calibrated Interactive", "Naive Interactive"),
+                                                               ("Calibrated + DIAL", "Calibrated Interactive"),
                                                                ("Naive Interactive", "Static Context"),
                                                                ("Calibrated Interactive", "Static Context")]
 

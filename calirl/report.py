@@ -196,6 +196,8 @@ SEED_CLAIMS = [          # claim, comparison, task, direction (+1: the first is 
     ("static-context RL beats the base policy", "Static Context − Base", "math-chat", 1,
      "the tiny world rewards a static turn only for what it says next, so static RL cannot credit a question whose payoff comes later"),
     ("CollabLLM is level with the base policy", "CollabLLM − Base", "math-chat", 0, ""),
+    ("training against DIAL's simulator is level with training against the Phase I one", "Calibrated + DIAL − Calibrated Interactive", "math-chat", 0,
+     "not a claim of either paper: DIAL refines a simulator that 07 first trains to have artifacts"),
 ]
 
 def seed_verdict(per_seed, lo:float, hi:float, direction:int, margin:float=LEVEL_MARGIN) -> str:
@@ -243,8 +245,8 @@ def _both(*verdicts:str) -> str:
     "The verdict of a claim with several parts: reproduced if every part is, not reproduced if any part is not, else inconclusive."
     return "reproduced" if all(v == "reproduced" for v in verdicts) else "not reproduced" if "not reproduced" in verdicts else "inconclusive"
 
-def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame|None=None, comparison:pd.DataFrame|None=None) -> list[dict]:
-    "The simulator claims from `realism`, with `realism_comparison`'s and `dial_iterations`' intervals where the run made them (else point estimates); `dial_control`'s accuracy against the naive simulator for scale."
+def _realism_claims(r:pd.DataFrame, comparison:pd.DataFrame|None=None) -> list[dict]:
+    "The calibration claim from `realism`, with `realism_comparison`'s intervals where the run made them (else point estimates)."
     r = r.set_index("user")
     cmp = comparison.set_index("comparison") if comparison is not None and "comparison" in comparison else pd.DataFrame()
     out = []
@@ -260,24 +262,41 @@ def _realism_claims(r:pd.DataFrame, dial:pd.DataFrame|None, control:pd.DataFrame
             ok = s.delta_mean < a.delta_mean and s.J_gap < a.J_gap
             row.update(ci="not computed", verdict=f"{'reproduced' if ok else 'not reproduced'} (point estimates)")
         out.append(row)
-    its = sorted(i for i in r.index if str(i).startswith("dial-it"))
-    if dial is not None and its and "sft-simulator" in r.index and "scripted-human" in r.index:
-        d = dial.set_index("simulator")
-        last = its[-1]
-        acc0, acc1 = float(d.disc_accuracy.iloc[0]), float(d.disc_accuracy.iloc[-1])
-        h = r.loc["scripted-human", "distinct_2"]
-        g0, g1 = abs(r.loc["sft-simulator", "distinct_2"] - h), abs(r.loc[last, "distinct_2"] - h)
-        scale = f" (against the naive simulator: {control.disc_accuracy.mean():.3f})" if control is not None and len(control) else ""
-        row = dict(claim="DIAL lowers discriminator accuracy and restores diversity", evidence=f"SFT vs {last} (07, 08)",
-                   effect=f"disc. accuracy {acc0:.3f} → {acc1:.3f}{scale}; distinct-2 gap to the real user {g0:.3f} → {g1:.3f}")
-        if {"change_low", "change_high"} <= set(dial.columns):
-            lo, hi = float(dial.change_low.iloc[-1]), float(dial.change_high.iloc[-1])
-            acc = _ci_verdict(-hi, -lo)                                      # the claim: accuracy falls
-            row.update(ci=f"accuracy change [{lo:+.3f}, {hi:+.3f}]; diversity: point estimate",
-                       verdict=_both(acc, "reproduced" if g1 < g0 else "inconclusive"))   # a diversity gap without an interval decides nothing against
-        else: row.update(ci="not computed", verdict=f"{'reproduced' if acc1 < acc0 and g1 < g0 else 'not reproduced'} (point estimates)")
-        out.append(row)
     return out
+
+def _fall(lo:float, hi:float) -> str:
+    "The verdict of a claimed fall from its 95 % CI (NaN: nothing measured)."
+    return "inconclusive (not measured)" if not (np.isfinite(lo) and np.isfinite(hi)) else _ci_verdict(-hi, -lo)
+
+def _dial_claims(o:pd.DataFrame, r:pd.DataFrame|None=None, control:pd.DataFrame|None=None, acceptance:pd.DataFrame|None=None) -> list[dict]:
+    "DIAL's three outcomes from `dial_outcomes` (07), its last version's return gap from `realism` (08), and what its discriminator can see (`dial_control`, `dial_acceptance_control`)."
+    o = o.set_index("measure")
+    a, b = o.loc["disc_accuracy"], o.iloc[0]
+    span = f"{a.before_name} → {a.after_name}"
+    seen = f"; against the naive simulator {control.disc_accuracy.mean():.3f}" if control is not None and len(control) else ""
+    if acceptance is not None and len(acceptance) and "reads_goal" in acceptance:
+        g = acceptance[acceptance.reads_goal.astype(str) == "True"].decision_accuracy
+        seen += f"; on accepting a wrong answer {g.mean():.3f} (chance 0.5)" if len(g) else ""
+    rows = [dict(claim="DIAL makes the simulator harder to tell from real users", evidence=f"fresh discriminators, {span} (07)",
+                 effect=f"accuracy {a.before:.3f} → {a.after:.3f}{seen}", ci=f"change [{a.change_low:+.3f}, {a.change_high:+.3f}] over discriminator seeds (t)",
+                 verdict=_fall(a.change_low, a.change_high))]
+    div = [m for m in ("distinct_2", "mattr") if m in o.index]
+    rows.append(dict(claim="DIAL moves diversity towards the real user's", evidence=f"distinct-2, MATTR of user replies, {span} (07)",
+                     effect="; ".join(f"{m} {o.loc[m, 'before']:.3f} → {o.loc[m, 'after']:.3f} (real {o.loc[m, 'real']:.3f})" for m in div),
+                     ci="; ".join(f"{m} gap change [{o.loc[m, 'gap_low']:+.3f}, {o.loc[m, 'gap_high']:+.3f}]" for m in div),
+                     verdict=_both(*[_fall(o.loc[m, "gap_low"], o.loc[m, "gap_high"]) for m in div])))
+    comp = [m for m in ("accept_wrong", "leak") if m in o.index and np.isfinite(o.loc[m, "change_low"])]
+    rows.append(dict(claim="DIAL's simulator is no more compliant than its start", evidence=f"replies accepting a wrong answer, leaking a withheld fact, {span} (07)",
+                     effect="; ".join(f"{m} {o.loc[m, 'before']:.3f} → {o.loc[m, 'after']:.3f} (real {o.loc[m, 'real']:.3f})" for m in comp) or "—",
+                     ci="; ".join(f"{m} change [{o.loc[m, 'change_low']:+.3f}, {o.loc[m, 'change_high']:+.3f}]" for m in comp) or "not measured",
+                     verdict=_both(*[_ci_verdict(-o.loc[m, "change_high"], -o.loc[m, "change_low"]) for m in comp]) if comp else "inconclusive (not measured)"))
+    if r is not None and f"dial-{a.after_name}" in set(r.user):
+        gap = r.set_index("user").J_gap
+        first, lastg = gap.get(f"dial-{a.before_name}", np.nan), gap[f"dial-{a.after_name}"]
+        rows.append(dict(claim="DIAL keeps the task score's gap to the real user within 0.1", evidence=f"J gap, {span} (08)",
+                         effect=f"{first:.3f} → {lastg:.3f}", ci="point estimate", verdict="reproduced" if lastg <= 0.1 else "not reproduced"))
+    return rows
+
 
 # %% ../nbs/14_report.ipynb #29920f01
 def _pm(s) -> tuple[float, float]:
@@ -313,7 +332,9 @@ def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFram
                      for r in _paired_claims(p, claim, [(comp, task)])]
     else: rows += [missing(c, "table2_seed_paired") for c in dict.fromkeys(c for c, *_ in SEED_CLAIMS)]
     r = read("realism")
-    rows += _realism_claims(r, read("dial_iterations"), read("dial_control"), read("realism_comparison")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
+    rows += _realism_claims(r, read("realism_comparison")) if r is not None else [missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism")]
+    o = read("dial_outcomes")
+    rows += _dial_claims(o, r, read("dial_control"), read("dial_acceptance_control")) if o is not None else [missing("DIAL makes the simulator harder to tell from real users", "dial_outcomes")]
     a = pd.read_csv(Path(ablation_dir) / "ablation.csv") if ablation_dir and (Path(ablation_dir) / "ablation.csv").exists() else read("ablation")
     if a is not None and (~a.simulator.isin(["real", "sft", "dial"])).any():
         row = _ablation_claim(a)
