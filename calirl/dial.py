@@ -13,7 +13,7 @@ __all__ = ['P0', 'ARTIFACT_DIRECTION', 'user_end_positions', 'disc_example', 'tr
            'artifacts_shown', 'choose_version']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
-import tempfile
+import math, tempfile
 from pathlib import Path
 import numpy as np
 import pandas as pd

@@ -45,9 +45,12 @@ def test_each_profile_resolves_each_role_to_the_component_it_names(name, run_dir
         assert (specs["judge"]["temperature"], specs["judge"]["max_new_tokens"]) == (0.0, 512)
         assert (specs["naive"]["backend"], specs["calibrated"]["backend"], specs["naive"]["device"]) == ("hf", "hf", "cuda")
 
-def test_phase2_dial_resolves_to_the_last_dial_iteration(run_dir, no_loading):
+def test_phase2_dial_resolves_to_the_dial_iteration_07_chose(run_dir, no_loading):
     prof = load_profile("tiny", ROOT / "settings.ini", {"phase2_simulator": "dial"})
-    assert C.user_spec("calibrated", prof, run_dir)["source"] == str(run_dir / "artifacts" / "models" / "dial" / "it1")
+    dial = run_dir / "artifacts" / "models" / "dial"
+    assert C.user_spec("calibrated", prof, run_dir)["source"] == str(dial / "it1")        # no choice recorded: the last
+    (dial / "CHOSEN").write_text("it0\n")
+    assert C.user_spec("calibrated", prof, run_dir)["source"] == str(dial / "it0")
 
 def test_the_tiny_roles_build_todays_users(run_dir):
     from calirl.users import artifact_simulator, scripted_human

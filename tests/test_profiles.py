@@ -58,7 +58,7 @@ def test_bad_value_in_settings_ini_gets_one_line_and_exit_2(tmp_path, capsys, kv
     (tmp_path / "settings.ini").write_text((ROOT / "settings.ini").read_text() + f"\n[bad]\ninherit = smoke\n{k} = {v}\n")
     _one_line_naming(_in_process(capsys, "reproduce", "--profile", "bad", "--dry-run", "--root", tmp_path), k, needle)
 
-@pytest.mark.parametrize("profile", ["tiny", "smoke", "ablation", "validity", "dial", "paper"])
+@pytest.mark.parametrize("profile", ["tiny", "smoke", "ablation", "validity", "paper"])
 def test_every_profile_of_the_project_validates(profile):
     r = calirl("reproduce", "--profile", profile, "--dry-run", "--root", ROOT, cwd=ROOT)
     assert r.returncode == 0 and r.stderr == "", r.stderr
