@@ -275,8 +275,8 @@ def _dial_claims(o:pd.DataFrame, r:pd.DataFrame|None=None, control:pd.DataFrame|
     span = f"{a.before_name} → {a.after_name}"
     seen = f"; against the naive simulator {control.disc_accuracy.mean():.3f}" if control is not None and len(control) else ""
     if acceptance is not None and len(acceptance) and "reads_goal" in acceptance:
-        g = acceptance[acceptance.reads_goal.astype(str) == "True"].decision_accuracy
-        seen += f"; on accepting a wrong answer {g.mean():.3f} (chance 0.5)" if len(g) else ""
+        g = acceptance[acceptance.reads_goal.astype(str) == "True"]
+        seen += f"; on accepting a wrong answer {', '.join(f'{x.decision_accuracy:.3f} ({x.task})' for x in g.itertuples())} (chance 0.5)" if len(g) else ""
     rows = [dict(claim="DIAL makes the simulator harder to tell from real users", evidence=f"fresh discriminators, {span} (07)",
                  effect=f"accuracy {a.before:.3f} → {a.after:.3f}{seen}", ci=f"change [{a.change_low:+.3f}, {a.change_high:+.3f}] over discriminator seeds (t)",
                  verdict=_fall(a.change_low, a.change_high))]
