@@ -361,7 +361,7 @@ NEEDS: dict[str, tuple[str, ...]] = {   # notebook -> the notebooks whose artifa
     "06_simulator_sft": ("04c_base_policy",),
     "07_dial": ("06_simulator_sft",),
     "08_realism": ("07_dial",),
-    "09_grpo": ("06_simulator_sft",),                  # the calibrated user is Phase I's simulator
+    "09_grpo": ("06_simulator_sft", "07_dial"),        # the calibrated users: Phase I's simulator and the DIAL version 07 chose
     "09a_collabllm": ("06_simulator_sft",),
     "10_evaluate": ("09_grpo", "09a_collabllm"),
     "11_case_studies": ("10_evaluate",),

@@ -20,7 +20,7 @@ def test_paper_mini_runs_every_notebook_and_fills_table_2(paper_mini_reproductio
     assert sorted(refused) == ["12_validity", "13_artifacts"]                 # bound to the tiny world, each with its reason
     assert all(re.fullmatch(rf"{n} runs only in world = tiny: \S.+", w) for n, w in refused.items()), refused
     t2 = pd.read_csv(proj / "figures" / "paper-mini" / "table2.csv")
-    assert set(t2.method) == {"Base", "CollabLLM", "Static Context", "Naive Interactive", "Calibrated Interactive", "Oracle"}
+    assert set(t2.method) == {"Base", "CollabLLM", "Static Context", "Naive Interactive", "Calibrated Interactive", "Calibrated + DIAL", "Oracle"}
     assert (proj / "figures" / "paper-mini" / "report.md").is_file()
 
 def test_paper_mini_trains_the_paper_architectures_on_the_hub_templates(paper_mini_reproduction):
@@ -47,12 +47,13 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     assert (users["naive"]["kind"], users["naive"]["model"], users["naive"]["backend"]) == ("prompted", str(st / "simulator"), "hf")
     assert (users["oracle"]["kind"], users["oracle"]["model"], users["oracle"]["backend"]) == ("prompted", str(st / "oracle"), "transformers-serve")   # the kit's own server, asked to sample
     assert users["calibrated"]["kind"] == "lm-simulator" and users["calibrated"]["source"].endswith("simulator_sft")
+    assert users["calibrated_dial"]["kind"] == "lm-simulator" and re.search(r"/dial/it\d+$", users["calibrated_dial"]["source"])   # the version 07 chose
     assert (logs["judge"]["kind"], logs["judge"]["model"], logs["judge"]["backend"]) == ("llm-judge", str(st / "oracle"), "transformers-serve")
     R = pd.read_parquet(proj / RUN / "artifacts" / "eval" / "results.parquet")
     assert set(R.user) == {f"eval:{st / 'oracle'}"} and set(R.judge) == {str(st / "oracle")}
     realism = json.loads((proj / RUN / "artifacts" / "metrics" / "realism.json").read_text())["table"]
     assert realism[0]["user"] == f"eval:{st / 'oracle'}"                      # 08's real user is the served one; its fixed assistant the base policy
-    assert {row["user"] for row in realism[1:]} == {f"naive:{st / 'simulator'}", "sft-simulator", "dial-it1"}
+    assert {row["user"] for row in realism[1:]} == {f"naive:{st / 'simulator'}", "sft-simulator", "dial-it0", "dial-it1"}
     for nb in ("05_rollout", "06_simulator_sft", "07_dial", "08_realism", "09_grpo", "09a_collabllm", "10_evaluate"):   # each reached the server it started
         assert "POST /v1/chat/completions" in (proj / RUN / "logs" / f"serve-{nb}.log").read_text(), nb
     url = next(a for a in r.args if str(a).startswith("openai_base_url=")).split("=", 1)[1]
