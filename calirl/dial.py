@@ -308,10 +308,9 @@ def measure_changes(items:list[TaskItem], real:list, before:list, after:list, B:
     rows = []
     for m in ARTIFACT_DIRECTION:
         r, b, a = (pt[m] for pt in point)
-        change = [x[2][m] - x[1][m] for x in boot]
-        gap = [abs(x[2][m] - x[0][m]) - abs(x[1][m] - x[0][m]) for x in boot]
-        rows.append(dict(measure=m, real=r, before=b, after=a, change=a - b, change_low=ci(change)[0], change_high=ci(change)[1],
-                         gap_change=abs(a - r) - abs(b - r), gap_low=ci(gap)[0], gap_high=ci(gap)[1]))
+        (c_lo, c_hi), (g_lo, g_hi) = ci([x[2][m] - x[1][m] for x in boot]), ci([abs(x[2][m] - x[0][m]) - abs(x[1][m] - x[0][m]) for x in boot])
+        rows.append(dict(measure=m, real=r, before=b, after=a, change=a - b, change_low=c_lo, change_high=c_hi,
+                         gap_change=abs(a - r) - abs(b - r), gap_low=g_lo, gap_high=g_hi))
     return pd.DataFrame(rows)
 
 # %% ../nbs/07_dial.ipynb #a95608b6

@@ -289,7 +289,7 @@ def _dial_claims(o:pd.DataFrame, r:pd.DataFrame|None=None, control:pd.DataFrame|
     rows.append(dict(claim="DIAL's simulator is no more compliant than its start", evidence=f"replies accepting a wrong answer, leaking a withheld fact, {span} (07)",
                      effect="; ".join(f"{m} {o.loc[m, 'before']:.3f} → {o.loc[m, 'after']:.3f} (real {o.loc[m, 'real']:.3f})" for m in comp) or "—",
                      ci="; ".join(f"{m} change [{o.loc[m, 'change_low']:+.3f}, {o.loc[m, 'change_high']:+.3f}]" for m in comp) or "not measured",
-                     verdict=_both(*[_ci_verdict(-o.loc[m, "change_high"], -o.loc[m, "change_low"]) for m in comp]) if comp else "inconclusive (not measured)"))
+                     verdict=_both(*[_fall(o.loc[m, "change_low"], o.loc[m, "change_high"]) for m in comp]) if comp else "inconclusive (not measured)"))
     if r is not None and f"dial-{a.after_name}" in set(r.user):
         gap = r.set_index("user").J_gap
         first, lastg = gap.get(f"dial-{a.before_name}", np.nan), gap[f"dial-{a.after_name}"]
