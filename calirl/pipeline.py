@@ -5,12 +5,13 @@ second run does no work. No paper section: this is the machinery that regenerate
 
 # %% auto #0
 __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'LOCAL_MODEL_KEYS', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'COLLABLLM_COST', 'CPU_ONLY',
-           'PAPER_COST', 'STALE', 'NEEDS', 'PHASE_COLUMNS', 'PipelineError', 'find_project', 'list_notebooks', 'select',
-           'project_template', 'init_project', 'declared_parameters', 'notebook_parameters', 'code_digest',
-           'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state', 'state_problem',
-           'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours', 'format_plan', 'sweep_stale',
-           'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'waits_for', 'run_dag', 'run_environment',
-           'phases_path', 'read_phases', 'time_profile', 'pool_profile', 'run_plan']
+           'PAPER_COST', 'STALE', 'NEEDS', 'PHASE_COLUMNS', 'TABLE_SUFFIXES', 'PipelineError', 'find_project',
+           'list_notebooks', 'select', 'project_template', 'init_project', 'declared_parameters', 'notebook_parameters',
+           'code_digest', 'fingerprint', 'record_path', 'load_state_file', 'recorded_state', 'read_state',
+           'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths', 'make_plan', 'gpu_hours',
+           'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager', 'waits_for', 'run_dag',
+           'run_environment', 'phases_path', 'read_phases', 'time_profile', 'pool_profile', 'run_plan', 'run_started',
+           'compare_runs', 'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -590,3 +591,52 @@ def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, 
         log(f"✗ cannot write in {run_dir}: {e}; finished notebooks are kept — free space or fix permissions, then rerun")
         return 1
     finally: lock.close()
+
+# %% ../nbs/00a_reproduce.ipynb #8a2eb3e6
+TABLE_SUFFIXES = (".csv", ".md")
+
+def run_started(state:dict) -> float:
+    "When the run recorded in `state` (a `state.json`) started its first notebook, in seconds since the epoch; 0.0 when it records none."
+    starts = [e["started_at"] for e in state.values() if isinstance(e, dict) and isinstance(e.get("started_at"), (int, float))]
+    return float(min(starts, default=0.0))
+
+def _csv_difference(a:Path, b:Path) -> str:
+    "How CSV table `a` differs from `b`: their shapes, or the columns whose values differ."
+    import pandas as pd
+    try:
+        x = pd.read_csv(a)
+        y = pd.read_csv(b)
+    except (ValueError, pd.errors.ParserError) as e: return f"not comparable as CSV: {e}"
+    if list(x.columns) != list(y.columns): return f"columns differ: {list(x.columns)} against {list(y.columns)}"
+    if len(x) != len(y): return f"rows differ: {len(x)} against {len(y)}"
+    cols = [c for c in x.columns if not x[c].equals(y[c])]
+    if not cols: return "the same values written differently"
+    return "values differ in " + ", ".join(f"`{c}`" for c in cols)
+
+# %% ../nbs/00a_reproduce.ipynb #df1c70e2
+def compare_runs(new:str|Path, old:str|Path, since:float=0.0):
+    "Each table in folder `new` (written at or after `since`) against `old`'s of the same name, and `old`'s with no twin: a DataFrame of `table`, `status`, `detail`."
+    import pandas as pd
+    new, old = Path(new), Path(old)
+    for d in (new, old):
+        if not d.is_dir(): raise PipelineError(f"{d} is not a folder of tables")
+    a = {p.name: p for p in new.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()}
+    b = {p.name: p for p in old.iterdir() if p.suffix in TABLE_SUFFIXES and p.is_file()}
+    rows = []
+    for name in sorted(a.keys() | b.keys()):
+        if name in a and a[name].stat().st_mtime < since: continue
+        if name not in b: rows.append((name, "only in new", ""))
+        elif name not in a: rows.append((name, "only in old", ""))
+        elif a[name].read_bytes() == b[name].read_bytes(): rows.append((name, "identical", ""))
+        elif name.endswith(".csv"): rows.append((name, "differs", _csv_difference(a[name], b[name])))
+        else: rows.append((name, "differs", ""))
+    return pd.DataFrame(rows, columns=["table", "status", "detail"])
+
+def format_comparison(df, new:str|Path, old:str|Path) -> str:
+    "`compare_runs`' result as text: one summary line, then every table that is not identical."
+    n = df["status"].value_counts()
+    lines = [f"{len(df)} tables compared, {new} against {old}: {n.get('identical', 0)} byte-identical, {n.get('differs', 0)} differ, "
+             f"{n.get('only in new', 0)} only in the first, {n.get('only in old', 0)} only in the second"]
+    for r in df[df["status"] != "identical"].itertuples():
+        lines.append(f"- `{r.table}`: {r.status}" + (f" ({r.detail})" if r.detail else ""))
+    return "\n".join(lines)

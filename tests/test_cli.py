@@ -279,3 +279,24 @@ def test_bench_rejects_non_positive_sizes(arg):
     r = calirl("bench", "rollout", "--n=1", arg, cwd=ROOT)                      # the last --n wins
     _one_clear_error(r, f"argument {arg.split('=')[0]}")
     assert len(r.stderr.splitlines()) == 1, r.stderr
+
+def test_compare_reads_a_real_run_against_itself_and_a_changed_copy(smoke_reproduction, tmp_path):
+    "`calirl compare` on the smoke run's tables: every table it wrote is identical to itself; a changed copy names the table and column."
+    import shutil
+    import pandas as pd
+    project, r = smoke_reproduction
+    assert r.returncode == 0, r.stderr[-5000:]
+    fig, state = project / "figures/smoke", project / "runs/smoke/state.json"
+    n = len([p for p in fig.iterdir() if p.suffix in (".csv", ".md")])
+    same = calirl("compare", fig, fig, "--state", state, cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith(f"{n} tables compared") and f"{n} byte-identical, 0 differ" in same.stdout, same.stdout
+    copy = shutil.copytree(fig, tmp_path / "copy")
+    t2 = pd.read_csv(copy / "table2.csv")
+    t2.loc[0, "Average"] = "99.9 ± 0.0"                                 # one number of Table 2 changed
+    t2.to_csv(copy / "table2.csv", index=False)
+    (copy / "claims.md").unlink()
+    diff = calirl("compare", copy, fig, cwd=tmp_path)
+    assert diff.returncode == 1, diff.stderr
+    assert "- `table2.csv`: differs (values differ in `Average`)" in diff.stdout, diff.stdout
+    assert "- `claims.md`: only in old" in diff.stdout and f"{n - 2} byte-identical, 1 differ, 0 only in the first, 1 only in the second" in diff.stdout, diff.stdout
