@@ -47,3 +47,11 @@ def test_exported_modules_have_no_undefined_names():
     for p in sorted((ROOT / "calirl").glob("*.py")): checkPath(str(p), Reporter(out, out))
     bad = [l for l in out.getvalue().splitlines() if "undefined name" in l]
     assert not bad, "\n".join(bad)
+
+def test_figures_hold_results_not_code():
+    "`figures/` holds what runs wrote: no scripts or notebooks (a check that matters is a notebook cell or a `calirl` command), and a README in every top-level folder."
+    figs = ROOT / "figures"
+    code = [str(p.relative_to(ROOT)) for p in figs.rglob("*") if p.suffix in (".py", ".sh", ".ipynb") and "smoke" not in p.relative_to(figs).parts[:1]]
+    assert not code, f"code in figures/: {code}; make it a notebook cell or a `calirl` command, or leave it to git history"
+    missing = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in ("smoke", "paper-smoke", "paper-mini") and not (d / "README.md").is_file()]
+    assert not missing, f"figures/ folders without a README.md saying what made them: {missing}"

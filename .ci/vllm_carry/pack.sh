@@ -8,8 +8,8 @@ rm -rf .vw && mkdir -p .vw/wheels
 P=""; for n in 17 24 27 28 31 34 35; do P="$P --platform manylinux_2_${n}_x86_64"; done
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 $P --platform manylinux2014_x86_64 \
   --platform manylinux1_x86_64 --platform linux_x86_64 --implementation cp --abi cp312 --abi abi3 --abi none \
-  -d .vw/wheels -r figures/gpu/vllm_carry/vllm_wheels.txt
-test "$(ls .vw/wheels | wc -l)" = "$(grep -c . figures/gpu/vllm_carry/vllm_wheels.txt)"
+  -d .vw/wheels -r .ci/vllm_carry/vllm_wheels.txt
+test "$(ls .vw/wheels | wc -l)" = "$(grep -c . .ci/vllm_carry/vllm_wheels.txt)"
 tar cf .vw/all.tar -C .vw wheels
 sha256sum .vw/all.tar | cut -d' ' -f1 > .vw/all.sha256
 split -b 60000000 -d -a 2 .vw/all.tar .vw/part_
