@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 from .core import timed
 from .tasks import TaskItem
-from .backends import turn_end_ids
+from .models import turn_end_ids
 from .rollout import simulator_context
 from .users import goal_text
 from .models import resolve_device

@@ -28,7 +28,8 @@ from .dialogue import Conversation, asks, committed, final_answer, is_right, pre
 from .rewards import task_reward
 from .models import load_model, save_model
 from .users import SAY
-from .backends import HFBackend, VLLMBackend, turn_end_ids
+from .backends import HFBackend, VLLMBackend
+from .models import turn_end_ids
 from .rollout import rollout
 from .prompts import parse_policy, policy_turns
 from .training import _rank_device, log_to, report_args, run_trainer, save_trained

@@ -10,10 +10,10 @@ models live in `04a_backends`."""
 # %% auto #0
 __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', 'HUB_FAMILIES', 'ARCHS', 'CHECK_TEXTS',
            'LORA_DEFAULTS', 'TEXT_KEYS', 'STANDINS', 'STANDIN_SAMPLING', 'train_tokenizer', 'with_role',
-           'trl_chat_template', 'with_hub_template', 'simulator_template', 'tiny_config', 'n_params',
-           'build_tiny_model', 'TokenizerMismatchError', 'check_tokenizer', 'save_model', 'resolve_device',
-           'resolve_dtype', 'pick_attention', 'split_revision', 'load_tokenizer', 'causal_lm', 'load_model',
-           'standin_texts', 'build_standin', 'build_standins']
+           'trl_chat_template', 'with_hub_template', 'simulator_template', 'turn_end_token', 'turn_end_ids',
+           'tiny_config', 'n_params', 'build_tiny_model', 'TokenizerMismatchError', 'check_tokenizer', 'save_model',
+           'resolve_device', 'resolve_dtype', 'pick_attention', 'split_revision', 'load_tokenizer', 'causal_lm',
+           'load_model', 'standin_texts', 'build_standin', 'build_standins']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -101,6 +101,21 @@ def simulator_template(tok):
     tok = copy.deepcopy(tok)
     tok.chat_template = tmpl
     return tok
+
+# %% ../nbs/04_models.ipynb #6dabca0f
+def turn_end_token(tokenizer) -> str|None:
+    "The special token the chat template writes right after an assistant message (ChatML's `<|im_end|>`, Gemma-3's `<end_of_turn>`); else the eos."
+    if not tokenizer.chat_template: return tokenizer.eos_token
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "U"}, {"role": "assistant", "content": "\x00A"}], tokenize=False)
+    after = tokenizer(text[text.index("\x00A") + 2:], add_special_tokens=False)["input_ids"][:1]
+    special = lambda i: i in tokenizer.all_special_ids or getattr(tokenizer.added_tokens_decoder.get(i), "special", False)
+    return tokenizer.convert_ids_to_tokens(after[0]) if after and special(after[0]) else tokenizer.eos_token
+
+def turn_end_ids(tokenizer) -> list[int]:
+    "The ids that end a turn: the tokenizer's eos and its template's end of turn (`turn_end_token`)."
+    end = turn_end_token(tokenizer)
+    return sorted(({tokenizer.eos_token_id} | ({tokenizer.convert_tokens_to_ids(end)} if end else set())) - {None})
+
 
 # %% ../nbs/04_models.ipynb #c553cd28
 ARCHS = ("qwen2", "gemma3")
@@ -267,7 +282,6 @@ def standin_texts(items:list) -> list[str]:
 
 def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layers:int=1, seed:int=0) -> Path:
     "Save a randomly initialised tiny `arch` model at `path`, its tokenizer carrying hub `family`'s chat template."
-    from calirl.backends import turn_end_ids
     tok = with_hub_template(tok, family)
     cfg = tiny_config(arch, hidden, layers, len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     cfg.bos_token_id = tok.bos_token_id

@@ -19,7 +19,8 @@ from .tasks import TaskItem
 from .dialogue import Conversation, converse, has_terminal
 from .prompts import ParseStats, parse_policy
 from .users import UserTurn, goal_text
-from .backends import Backend, HFBackend, chat_prompt_ids, turn_end_ids
+from .backends import Backend, HFBackend, chat_prompt_ids
+from .models import turn_end_ids
 from .models import CHAT_TEMPLATES
 
 # %% ../nbs/05_rollout.ipynb #0c412333

@@ -314,7 +314,7 @@ def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch
 # %% ../nbs/04b_training.ipynb #653a63ab
 def preference_pair(tok, context:list[dict], chosen:str, rejected:str, role:str="assistant") -> dict:
     "A TRL preference row continuing `context` with `chosen` or `rejected` as a `role` message, in the form that ends it as `tok`'s template does."
-    from calirl.backends import turn_end_token
+    from calirl.models import turn_end_token
     if turn_end_token(tok) == tok.eos_token:                  # ChatML: TRL's appended eos is the template's end of turn
         return dict(prompt=tok.apply_chat_template(context, tokenize=False, add_generation_prompt=True), chosen=chosen, rejected=rejected)
     return dict(prompt=[dict(m) for m in context], chosen=[{"role": role, "content": chosen}], rejected=[{"role": role, "content": rejected}])

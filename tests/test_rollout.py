@@ -121,7 +121,7 @@ def test_parquet_round_trip(world, tmp_path):
 def test_ids_spell_hub_chat_templates(world, family, tmp_path):
     """The policy's token sequence is exactly the hub template's rendering of the conversation (Qwen2.5's, and
     Gemma-3's, whose turns end with <end_of_turn>, not its eos); a tiny Gemma-3 model with that tokenizer saves and reloads."""
-    from calirl.backends import turn_end_ids
+    from calirl.models import turn_end_ids
     from calirl.models import HUB_FAMILIES, load_model, save_model, with_hub_template
     items, ptok, *_ = world
     hub = with_hub_template(ptok, family)
