@@ -181,7 +181,7 @@ class Profile:
     zoo_steps: list[int] = _key("GRPO steps at which the policy zoo keeps checkpoints of one short training run, comma-separated", lo=1, hi=MANY)
     zoo_noise: list[float] = _key("degraded zoo members: Gaussian noise on the base policy's weights, relative to each tensor's std", lo=0)
     kit_pairs: int = _key("side-by-side (real, simulated) session pairs in the human-judgment page", lo=1, hi=MANY)
-    # which simulator artifacts hurt interactive RL (13_artifacts)
+    # which simulator artifacts hurt interactive RL (13_ablation)
     ablation_tasks: list[str] = _key("tasks the artifact ablation trains and evaluates on", ("math-chat", "docedit-chat"))
     ablation_steps: int = _key("GRPO steps of each ablation run", lo=1, hi=MANY)
     ablation_seeds: list[int] = _key("training seeds of each ablation cell, comma-separated", lo=0, hi=SEED_MAX)
@@ -620,7 +620,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "eval_transcripts": ("eval/transcripts.parquet", "10_evaluate"),
     "validity": ("metrics/validity.json", "12_validity"),
     "human_kit": ("eval/human_kit", "12_validity"),
-    "ablation": ("metrics/ablation.parquet", "13_artifacts"),
+    "ablation": ("metrics/ablation.parquet", "13_ablation"),
 }
 
 # %% ../nbs/00_core.ipynb #9dbf1c27

@@ -270,7 +270,7 @@ def gpu_hours(prof:Profile) -> dict[str, float]:
         "12_validity": max(prof.zoo_steps) * prof.grpo_batch * mean_conv * (8 * pol + 2 * ora + 2 * jud)
                        + prof.validity_items * sum(conv.values()) * (zoo_lm * (4 + prof.dial_iterations) * 2 * pol
                                                                      + (zoo_lm + 2) * (user_cost + (4 + prof.dial_iterations) * prof.H * 2 * jud)),
-        "13_artifacts": n_cells * sum(prof.ablation_steps * prof.grpo_batch * conv[t] * (8 * pol + 2 * sim + 2 * jud)
+        "13_ablation": n_cells * sum(prof.ablation_steps * prof.grpo_batch * conv[t] * (8 * pol + 2 * sim + 2 * jud)
                                       + 2 * prof.ablation_items * conv[t] * (2 * pol + 2 * ora + 2 * jud) for t in abl),
     }
     out = {k: v / (PEAK_FLOPS * UTILISATION) / 3600 for k, v in flops.items()}
@@ -367,7 +367,7 @@ NEEDS: dict[str, tuple[str, ...]] = {   # notebook -> the notebooks whose artifa
     "10_evaluate": ("09_grpo", "09a_collabllm"),
     "11_case_studies": ("10_evaluate",),
     "12_validity": ("07_dial", "09_grpo", "09a_collabllm"),
-    "13_artifacts": ("08_realism",),                   # realism's δ̂; the SFT and DIAL simulators come through 08
+    "13_ablation": ("08_realism",),                   # realism's δ̂; the SFT and DIAL simulators come through 08
     "14_report": ("*",),
 }
 

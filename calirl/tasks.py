@@ -184,7 +184,7 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
 WORLD_BOUND = {   # notebook -> (the worlds it runs in, why not elsewhere)
     "12_validity": (("tiny",), "its policy zoo holds scripted tiny-world assistants, and with the verifier as judge it labels "
                                 "user messages by tiny-world rules; a paper-path zoo is not built"),
-    "13_artifacts": (("tiny",), "its artifact users are scripted tiny-world users and its cells train on tiny-world items; "
+    "13_ablation": (("tiny",), "its artifact users are scripted tiny-world users and its cells train on tiny-world items; "
                                  "prompted artifact simulators are not built"),
 }
 

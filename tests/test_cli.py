@@ -74,7 +74,7 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     assert tp.loc["06_simulator_sft", "generation"] > 0, tp.loc["06_simulator_sft"]   # its oracle traces
     assert (tp.drop("total")["scoring"] > 0).any(), tp                  # rewards are timed somewhere
     assert (tp.loc[["07_dial", "08_realism"], "scoring"] > 0).all(), tp  # and so are the discriminators' P(real) and MAUVE
-    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_artifacts"]   # their independent runs go to `calirl.core.pmap` ([smoke]: two Phase I simulators)
+    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.core.pmap` ([smoke]: two Phase I simulators)
     if len(os.sched_getaffinity(0)) > 1:                                # workers = 0: a pool of one process per core
         assert (tp.loc[pooled, "workers"] > 0).all(), tp                # time in the pool is its own phase
     else: assert (tp.loc[["06_simulator_sft", "09_grpo"], "training_step"] > 0).all(), tp   # one core: they train in the notebook

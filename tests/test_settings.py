@@ -19,14 +19,14 @@ def _code_cells(nb):
             if c["cell_type"] == "code" and "parameters" not in c.get("metadata", {}).get("tags", [])]
 
 
-@pytest.mark.parametrize("name", ["09_grpo", "12_validity", "13_artifacts"])
+@pytest.mark.parametrize("name", ["09_grpo", "12_validity", "13_ablation"])
 def test_grpo_settings_same_from_profile_and_notebook(name):
     params = declared_parameters(NOTEBOOKS[name])
     fixed = {} if "rollout_backend" in params else {"rollout_backend": "hf"}   # 12 and 13 always generate with HF
     assert GRPOSettings.of(params, **fixed) == GRPOSettings.of(SMOKE)
 
 
-@pytest.mark.parametrize("name", ["06_simulator_sft", "09_grpo", "09a_collabllm", "12_validity", "13_artifacts"])
+@pytest.mark.parametrize("name", ["06_simulator_sft", "09_grpo", "09a_collabllm", "12_validity", "13_ablation"])
 def test_per_task_same_from_profile_and_notebook(name):
     params = declared_parameters(NOTEBOOKS[name])
     keys = [k for k in PER_TASK_KEYS if f"{k}_math" in params and f"{k}_docedit" in params]
@@ -60,7 +60,7 @@ def test_groups_are_frozen_and_pickle():
 
 def test_ablation_cell_spec_pickles():
     "The ablation sends its cells to spawned workers: a spec must survive pickling unchanged."
-    from calirl.artifacts import CellSpec, cell_name
+    from calirl.ablation import CellSpec, cell_name
     spec = CellSpec("mix", "verdict", None, GRPOSettings.of(SMOKE, rollout_backend="hf"), 2, PerTask.of(SMOKE, "max_len"),
                     ("math-chat",), 64, 4, 0, 3, 0.8, 0.1, "runs/smoke/policy", "runs/smoke/checkpoints", None)
     assert pickle.loads(pickle.dumps(spec)) == spec
