@@ -12,8 +12,8 @@ measured simulator error δ̂_t and Theorem 3.2's bound."""
 # %% auto #0
 __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS', 'artifact_knobs', 'artifact_user',
            'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'ablation_user', 'cell_name',
-           'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'fit_line', 'ablation_grid', 'with_theory',
-           'summarize', 'plot_bars', 'plot_gap', 'most_harmful']
+           'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'ablation_grid', 'with_theory', 'summarize',
+           'plot_bars', 'plot_gap', 'most_harmful']
 
 # %% ../nbs/13_ablation.ipynb #4053eab2
 import hashlib, json, math, os, shutil, time
@@ -28,6 +28,7 @@ from .dialogue import strip_terminal
 from .users import HUMAN, ScriptedUser, UserKnobs, outcome_rates
 from .components import ROLES, make_user, read_keys, user_spec
 from .theory import bound_32_H2
+from .stats import fit_line
 
 # %% ../nbs/13_ablation.ipynb #6f25f6ed
 USER_ARTIFACTS = {   # name -> (knob, value at strength 1, other knobs fixed by the artifact)
@@ -234,16 +235,6 @@ def delta_profile(user, real, items:list[TaskItem], H:int, n_samples:int, n_hist
     R = next_act_samples(real, hist, pre, n_samples, seed)
     S = next_act_samples(user, hist, pre, n_samples, seed if sim_seed is None else sim_seed)
     return delta_hat(R, S, [t for _, t, _ in pre], len(sel), H)
-
-def fit_line(x, y) -> dict:
-    "Least-squares line y = intercept + slope · x and Pearson's r (NaN when x or y is constant or too short)."
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = ~(np.isnan(x) | np.isnan(y))
-    x, y = x[ok], y[ok]
-    if len(x) < 2 or np.ptp(x) == 0: return dict(slope=math.nan, intercept=math.nan, r=math.nan, n=int(len(x)))
-    slope, intercept = np.polyfit(x, y, 1)
-    r = float(np.corrcoef(x, y)[0, 1]) if np.ptp(y) > 0 else math.nan
-    return dict(slope=float(slope), intercept=float(intercept), r=r, n=int(len(x)))
 
 # %% ../nbs/13_ablation.ipynb #830c970f
 def ablation_grid(strength:float) -> list[dict]:

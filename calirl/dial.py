@@ -6,7 +6,7 @@ alternatives into preference pairs, and refine the simulator with DPO against it
 
 # %% auto #0
 __all__ = ['P0', 'ARTIFACT_DIRECTION', 'user_end_positions', 'disc_example', 'train_discriminator', 'p_real', 'disc_view',
-           'disc_metrics', 'accuracy_resamples', 'interval', 'logit', 'message_rewards', 'lowest_k', 'pick_pair',
+           'disc_metrics', 'accuracy_resamples', 'logit', 'message_rewards', 'lowest_k', 'pick_pair',
            'preference_pairs', 'accepts_wrong', 'accept_wrong_rate', 'pairs_accept_wrong', 'dpo_step', 'final_log_odds',
            'dpo_gain', 'gain_problems', 'disc_rise', 'rise_problems', 'control_problems', 'honest_decisions', 'flipped',
            'decision_accuracy', 'fresh_discriminators', 'user_measures', 'measure_changes', 'start_problems',
@@ -25,6 +25,7 @@ from .rollout import simulator_context
 from .users import goal_text
 from .models import resolve_device
 from .training import dpo_train, preference_pair, run_trainer
+from .stats import interval, paired_ci, seed_interval
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
@@ -120,12 +121,6 @@ def accuracy_resamples(p_real_list:list[np.ndarray], labels:list[int], B:int=200
         total += n[pick].sum(1)
     return hits / np.maximum(total, 1)
 
-def interval(x:np.ndarray, level:float=0.95) -> tuple[float, float]:
-    "The percentile interval of bootstrap values `x`."
-    a = (1 - level) / 2 * 100
-    lo, hi = np.percentile(np.asarray(x, float), [a, 100 - a])
-    return float(lo), float(hi)
-
 # %% ../nbs/07_dial.ipynb #1e1a71d6
 P0 = 0.5
 
@@ -209,7 +204,6 @@ def final_log_odds(disc, tok, sessions:list[list[dict]]) -> np.ndarray:
 
 def dpo_gain(before:np.ndarray, after:np.ndarray, n_resamples:int=2000, seed:int=0) -> tuple[float, float, float]:
     "Mean paired change `after` − `before` of the final log-odds (sessions on the same items, in the same order) and its 95 % bootstrap interval."
-    from calirl.evaluate import paired_ci
     return paired_ci([np.asarray(after, float) - np.asarray(before, float)], n_resamples, seed)
 
 def gain_problems(rows:pd.DataFrame, min_gain:float) -> list[str]:

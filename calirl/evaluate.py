@@ -6,8 +6,8 @@ and their average, mean ± std over seeds — Table 2, regenerated."""
 
 # %% auto #0
 __all__ = ['METHODS', 'COMPARISONS', 'score_conversations', 'evaluate_policy', 'EvalJob', 'evaluate_job', 'table2',
-           'paired_diffs', 'paired_ci', 'table2_paired', 'table2_seeds', 'table2_over_seeds', 'scores_by_seed',
-           'seed_differences', 'seed_interval', 'seeds_to_resolve', 'table2_seed_paired']
+           'paired_diffs', 'table2_paired', 'table2_seeds', 'table2_over_seeds', 'scores_by_seed', 'seed_differences',
+           'table2_seed_paired']
 
 # %% ../nbs/10_evaluate.ipynb #32d4c1cb
 from dataclasses import dataclass
@@ -18,6 +18,7 @@ from .dialogue import asks, final_answer
 from .rewards import task_reward, bleu_char_nltk
 from .rollout import rollout
 from .prompts import policy_turns
+from .stats import paired_ci, seed_interval, seeds_to_resolve
 
 # %% ../nbs/10_evaluate.ipynb #bf3aad3e
 METHODS = {  # row: (artifact, paper MATH-Chat accuracy, %)
@@ -113,17 +114,6 @@ def paired_diffs(results:pd.DataFrame, a:str, b:str, task:str) -> np.ndarray:
     both = pd.concat([mean(a), mean(b)], axis=1, keys=["a", "b"]).dropna()
     return ((both.a - both.b) * 100).to_numpy()
 
-# %% ../nbs/10_evaluate.ipynb #d10a4131
-def paired_ci(samples:list[np.ndarray], n_resamples:int=2000, seed:int=0, level:float=0.95) -> tuple[float, float, float]:
-    "The mean of the samples' means and its percentile-bootstrap interval, each sample resampled on its own (scipy)."
-    from scipy.stats import bootstrap
-    stat = lambda *xs, axis=-1: np.mean([x.mean(axis=axis) for x in xs], axis=0)
-    est = float(stat(*samples))
-    if all(np.ptp(s) == 0 for s in samples): return est, est, est       # no spread: every resample gives the estimate
-    r = bootstrap(samples, stat, n_resamples=n_resamples, confidence_level=level, method="percentile", vectorized=True,
-                  random_state=np.random.default_rng(seed))
-    return est, float(r.confidence_interval.low), float(r.confidence_interval.high)
-
 # %% ../nbs/10_evaluate.ipynb #c3d38217
 def table2_paired(results:pd.DataFrame, tasks:list[str], comparisons=None, n_resamples:int=2000, seed:int=0) -> pd.DataFrame:
     "One row per comparison and task (and their average): the paired difference ×100, its 95 % CI, items, whether the CI excludes 0."
@@ -181,24 +171,6 @@ def seed_differences(by_seed:pd.DataFrame, a:str, b:str, task:str) -> pd.Series:
     if len(A) == 1 and len(B) > 1: A = pd.Series(A.iloc[0], index=B.index)
     if len(B) == 1 and len(A) > 1: B = pd.Series(B.iloc[0], index=A.index)
     return (A - B).dropna()
-
-def seed_interval(d, level:float=0.95) -> tuple[float, float, float]:
-    "The mean of per-seed differences `d` and its Student-t interval, the training run being the unit (NaN bounds below two seeds)."
-    from scipy.stats import t
-    d = np.asarray(d, dtype=float)
-    m = float(d.mean()) if len(d) else float("nan")
-    if len(d) < 2: return m, float("nan"), float("nan")
-    h = float(t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d)))
-    return m, m - h, m + h
-
-def seeds_to_resolve(d, effect:float, level:float=0.95, cap:int=100) -> int|None:
-    "The fewest training seeds whose t interval, at the spread of `d`, has a half-width below |effect| (None past `cap` or without a spread)."
-    from scipy.stats import t
-    d = np.asarray(d, dtype=float)
-    if len(d) < 2 or not effect: return None
-    sd = float(d.std(ddof=1))
-    if sd == 0: return 2
-    return next((n for n in range(2, cap + 1) if t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n) < abs(effect)), None)
 
 # %% ../nbs/10_evaluate.ipynb #1be1fc0b
 def table2_seed_paired(by_seed:pd.DataFrame, tasks:list[str], comparisons=None, paper:dict|None=None) -> pd.DataFrame:

@@ -233,7 +233,7 @@ PARAMS = {"google/gemma-3-4b-it": 4.3e9, "Qwen/Qwen2.5-7B-Instruct": 7.6e9,
           "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": 22e9}   # active parameters of the paper's models
 PEAK_FLOPS, UTILISATION = 312e12, 0.30
 COLLABLLM_COST = dict(samples=3, dpo_epochs=8)   # calirl.collabllm's MR_SAMPLES and DPO_EPOCHS (not imported: the plan stays light)
-CPU_ONLY = {"00_core", "00a_reproduce", "00b_cli", "00c_docs", "01_theory", "02_tasks", "02a_dialogue", "02b_prompts", "02c_rewards",
+CPU_ONLY = {"00_core", "00a_reproduce", "00b_cli", "00c_docs", "01_theory", "01a_stats", "02_tasks", "02a_dialogue", "02b_prompts", "02c_rewards",
             "03_users", "11_case_studies", "14_report"}   # notebooks that load no model
 PAPER_COST = {"06_simulator_sft": "paper: < 1 h on 8 A800 per task (< 8 GPU-h)",
               "09_grpo": "paper: 4–8 h on 32 A800 per task (128–256 GPU-h)"}
@@ -354,7 +354,7 @@ def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Pat
 
 # %% ../nbs/00a_reproduce.ipynb #6016105f
 NEEDS: dict[str, tuple[str, ...]] = {   # notebook -> the notebooks whose artifacts it reads; "*": every notebook before it
-    **{n: () for n in ("00_core", "00a_reproduce", "00b_cli", "00c_docs", "01_theory", "02_tasks", "02a_dialogue", "02b_prompts", "02c_rewards",
+    **{n: () for n in ("00_core", "00a_reproduce", "00b_cli", "00c_docs", "01_theory", "01a_stats", "02_tasks", "02a_dialogue", "02b_prompts", "02c_rewards",
                        "03_users", "04_models", "04a_backends", "04b_training")},   # their demos use scratch folders
     "04c_base_policy": ("04_models",),                 # off the tiny world: the stand-in policy and data 04_models writes
     "05_rollout": ("04c_base_policy",),

@@ -11,9 +11,8 @@ issue categories (the analogue of Table 3); an A/B test replicated by each simul
 __all__ = ['USER_LABELS', 'ISSUES', 'ANNOTATION_PROMPT', 'user_labels', 'labels_from_acts', 'session_user_labels',
            'labeller_agreement', 'label_rates', 'bce_alignment', 'bce_excess', 'assistant_issues', 'issue_stats',
            'issue_summary', 'annotation_prompt', 'parse_labels', 'backend_generate', 'llm_annotate', 'text_annotator',
-           'LLMAnnotator', 'pearson', 'spearman', 'kl_divergence', 'ab_test', 'replicates', 'noisy_copy',
-           'snapshot_callback', 'evaluate_zoo', 'zoo_table', 'table3', 'ab_replication', 'kendalls_w', 'kit_page',
-           'human_kit', 'score_answers']
+           'LLMAnnotator', 'kl_divergence', 'ab_test', 'replicates', 'noisy_copy', 'snapshot_callback', 'evaluate_zoo',
+           'zoo_table', 'table3', 'ab_replication', 'kendalls_w', 'kit_page', 'human_kit', 'score_answers']
 
 # %% ../nbs/12_validity.ipynb #7d0b97b4
 import html, json, random, re, time
@@ -26,6 +25,7 @@ from .dialogue import committed, has_terminal, is_right
 from .prompts import format_history
 from .users import goal_text
 from .realism import assistant_asked, has_cue, keyed, new_facts, text_state, words
+from .stats import pearson, spearman
 
 # %% ../nbs/12_validity.ipynb #b8c64280
 USER_LABELS = {
@@ -239,31 +239,7 @@ class LLMAnnotator:
             out[role] = list(zip(idx, labs))
         return [l for _, l in out["user"]], [(k, c) for k, l in out["assistant"] for c in ISSUES if c in l]
 
-# %% ../nbs/12_validity.ipynb #cff14a5f
-def pearson(x, y) -> dict:
-    "Pearson r, its t statistic, the two-sided p-value (t-test, n − 2 df) and n; NaN with a `note` when undefined."
-    from scipy import stats
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = ~(np.isnan(x) | np.isnan(y))
-    x, y, n = x[keep], y[keep], int(keep.sum())
-    nan = dict(r=float("nan"), t=float("nan"), p=float("nan"), n=n)
-    if n < 3: return {**nan, "note": f"needs ≥ 3 points, has {n}"}
-    if np.ptp(x) == 0 or np.ptp(y) == 0: return {**nan, "note": "a rate does not vary across the zoo"}
-    r = float(np.clip(stats.pearsonr(x, y).statistic, -1, 1))
-    t = float("inf") * np.sign(r) if abs(r) == 1 else r * np.sqrt(n - 2) / np.sqrt(1 - r * r)
-    return dict(r=r, t=float(t), p=float(2 * stats.t.sf(abs(t), n - 2)), n=n, note="")
-
 # %% ../nbs/12_validity.ipynb #5a3d824a
-def spearman(x, y) -> dict:
-    "Spearman's rank correlation ρ and its two-sided p-value (scipy), NaN with a `note` when undefined."
-    from scipy import stats
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = ~(np.isnan(x) | np.isnan(y))
-    x, y, n = x[keep], y[keep], int(keep.sum())
-    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0: return dict(rho=float("nan"), p=float("nan"), n=n)
-    res = stats.spearmanr(x, y)
-    return dict(rho=float(res.statistic), p=float(res.pvalue), n=n)
-
 def kl_divergence(p_counts, q_counts, alpha:float=0.5) -> float:
     "KL(P ‖ Q) in nats between two count vectors over the same categories, each smoothed by `alpha` per category."
     p, q = np.asarray(p_counts, float) + alpha, np.asarray(q_counts, float) + alpha

@@ -3,8 +3,9 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from calirl.stats import fit_line
 from calirl.ablation import (USER_ARTIFACTS, ablation_grid, ablation_reward, artifact_knobs, artifact_rate,
-                              ablation_user, artifact_user, fit_line, most_harmful, simulator_verdict, summarize, verdict_return,
+                              ablation_user, artifact_user, most_harmful, simulator_verdict, summarize, verdict_return,
                               with_theory)
 from calirl.theory import bound_32_H2
 from calirl.tasks import tiny_items

@@ -3,7 +3,8 @@ outlier, a single run, a level claim) get the verdict the rule promises, through
 import numpy as np
 import pandas as pd
 import pytest
-from calirl.evaluate import scores_by_seed, seed_interval, table2_seed_paired
+from calirl.evaluate import scores_by_seed, table2_seed_paired
+from calirl.stats import seed_interval
 from calirl.report import claims, seed_verdict
 
 def _verdict(per_seed, direction=1):

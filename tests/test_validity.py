@@ -10,6 +10,7 @@ from calirl.tasks import TASKS, tiny_items
 from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human
 from calirl.dialogue import converse
 from calirl import validity as V
+from calirl import stats as S
 
 @pytest.fixture(scope="module")
 def math_item():
@@ -83,14 +84,14 @@ def test_issue_annotator_on_docedit():
 def test_pearson_matches_scipy_and_the_t_formula():
     rng = np.random.default_rng(0)
     x = rng.random(11); y = x + rng.normal(0, 0.3, 11)
-    r = V.pearson(x, y)
+    r = S.pearson(x, y)
     ref = stats.pearsonr(x, y)
     assert r["r"] == pytest.approx(ref.statistic) and r["p"] == pytest.approx(ref.pvalue, rel=1e-9)
     assert r["t"] == pytest.approx(r["r"] * np.sqrt(9) / np.sqrt(1 - r["r"] ** 2))
-    assert np.isnan(V.pearson([1, 2], [2, 3])["r"]) and V.pearson([1, 2], [2, 3])["note"]
-    assert np.isnan(V.pearson([1, 2, 3], [0, 0, 0])["p"])
-    assert V.pearson([1, 2, 3, np.nan], [1, 2, 4, 5])["n"] == 3
-    assert V.pearson([1, 2, 3], [2, 4, 6])["r"] == pytest.approx(1.0) and V.pearson([1, 2, 3], [2, 4, 6])["p"] < 1e-6
+    assert np.isnan(S.pearson([1, 2], [2, 3])["r"]) and S.pearson([1, 2], [2, 3])["note"]
+    assert np.isnan(S.pearson([1, 2, 3], [0, 0, 0])["p"])
+    assert S.pearson([1, 2, 3, np.nan], [1, 2, 4, 5])["n"] == 3
+    assert S.pearson([1, 2, 3], [2, 4, 6])["r"] == pytest.approx(1.0) and S.pearson([1, 2, 3], [2, 4, 6])["p"] < 1e-6
 
 def test_kl_divergence():
     assert V.kl_divergence([5, 3, 0], [5, 3, 0]) == 0.0
