@@ -636,7 +636,7 @@ def format_comparison(df, new:str|Path, old:str|Path) -> str:
     "`compare_runs`' result as text: one summary line, then every table that is not identical."
     n = df["status"].value_counts()
     lines = [f"{len(df)} tables compared, {new} against {old}: {n.get('identical', 0)} byte-identical, {n.get('differs', 0)} differ, "
-             f"{n.get('only in new', 0)} only in the first, {n.get('only in old', 0)} only in the second"]
+             f"{n.get('only in new', 0)} only in new, {n.get('only in old', 0)} only in old"]
     for r in df[df["status"] != "identical"].itertuples():
         lines.append(f"- `{r.table}`: {r.status}" + (f" ({r.detail})" if r.detail else ""))
     return "\n".join(lines)

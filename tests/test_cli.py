@@ -299,4 +299,4 @@ def test_compare_reads_a_real_run_against_itself_and_a_changed_copy(smoke_reprod
     diff = calirl("compare", copy, fig, cwd=tmp_path)
     assert diff.returncode == 1, diff.stderr
     assert "- `table2.csv`: differs (values differ in `Average`)" in diff.stdout, diff.stdout
-    assert "- `claims.md`: only in old" in diff.stdout and f"{n - 2} byte-identical, 1 differ, 0 only in the first, 1 only in the second" in diff.stdout, diff.stdout
+    assert "- `claims.md`: only in old" in diff.stdout and f"{n - 2} byte-identical, 1 differ, 0 only in new, 1 only in old" in diff.stdout, diff.stdout
