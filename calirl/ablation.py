@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import GRPOSettings, PerTask, pmap, seed_everything
+from .core import GRPOSettings, PerTask
+from .runtime import pmap, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward
-from .dialogue import strip_terminal
+from .dialogue import Chat, strip_terminal
 from .users import HUMAN, ScriptedUser, UserKnobs, outcome_rates
 from .components import ROLES, make_user, read_keys, user_spec
 from .theory import bound_32_H2
@@ -83,7 +84,7 @@ def artifact_rate(name:str, dialogues:list, items:list[TaskItem]) -> float:
 TURN_COST = 0.1
 REWARD_PATHS = ("judge", "verdict")
 
-def simulator_verdict(item:TaskItem, messages:list[dict], user_acts:list) -> bool:
+def simulator_verdict(item:TaskItem, messages:Chat, user_acts:list) -> bool:
     "Whether the user's last message accepts: its act labels if it has any, else the act read from its text."
     if not messages or messages[-1]["role"] != "user": return False
     acts = set(user_acts[-1]) if user_acts and user_acts[-1] else set()
@@ -91,7 +92,7 @@ def simulator_verdict(item:TaskItem, messages:list[dict], user_acts:list) -> boo
     from calirl.realism import user_act
     return user_act(item, messages[:-1], messages[-1]["content"]) == "accept"
 
-def verdict_return(item:TaskItem, messages:list[dict], user_acts:list, turn_cost:float=TURN_COST) -> float:
+def verdict_return(item:TaskItem, messages:Chat, user_acts:list, turn_cost:float=TURN_COST) -> float:
     "R_verdict = 1[the simulator accepts] − c · (policy turns − 1)."
     turns = sum(m["role"] == "assistant" for m in messages)
     return float(simulator_verdict(item, messages, user_acts)) - turn_cost * max(turns - 1, 0)
@@ -221,7 +222,7 @@ def run_cell(spec:CellSpec) -> dict:
 
 # %% ../nbs/13_ablation.ipynb #08e4beb6
 def run_cells(specs:list[CellSpec], workers:int=1) -> list[dict]:
-    "Run `specs` in order, or over `workers` processes (`calirl.core.pmap`): the results do not depend on it."
+    "Run `specs` in order, or over `workers` processes (`calirl.runtime.pmap`): the results do not depend on it."
     return pmap(run_cell, specs, workers)
 
 # %% ../nbs/13_ablation.ipynb #48b5a6b9

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from fastcore.basics import patch
-from .core import timed
+from .runtime import timed
 from .models import turn_end_ids
-
+from .dialogue import Chat
 
 # %% ../nbs/04a_backends.ipynb #eabb74c7
 @dataclass
@@ -36,7 +36,7 @@ class Completion:
     logprobs: list[float] | None   # one per token id; None when the backend cannot give them (OpenAIBackend)
     finish_reason: str             # `stop` | `length` | `error: …`
 
-def chat_prompt_ids(tokenizer, messages:list[dict]) -> list[int]:
+def chat_prompt_ids(tokenizer, messages:Chat) -> list[int]:
     "Token ids of `messages` rendered by `tokenizer`'s chat template, ending with the generation prompt."
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
 
@@ -50,7 +50,7 @@ class Backend(ABC):
                  seed:int|None=None, stop_token_ids:list[int]|None=None) -> list[Completion]:
         "One `Completion` per prompt (a list of token ids); `temperature=0` is greedy."
 
-    def generate_chat(self, messages_batch:list[list[dict]], max_new_tokens:int, temperature:float=1.0, top_p:float=1.0,
+    def generate_chat(self, messages_batch:list[Chat], max_new_tokens:int, temperature:float=1.0, top_p:float=1.0,
                       seed:int|None=None, stop_token_ids:list[int]|None=None) -> list[Completion]:
         "One `Completion` per conversation, each rendered with the tokenizer's chat template."
         if self.tokenizer is None: raise ValueError(f"{type(self).__name__} has no tokenizer to render chat messages with")
@@ -476,7 +476,7 @@ class OpenAIBackend(Backend):
         "The model ids the endpoint serves (`GET /models`)."
         return [m["id"] for m in self._request("GET", "/models").get("data", [])]
 
-    def chat(self, messages:list[dict], max_new_tokens:int, temperature:float=1.0, top_p:float=1.0, seed:int|None=None) -> Completion:
+    def chat(self, messages:Chat, max_new_tokens:int, temperature:float=1.0, top_p:float=1.0, seed:int|None=None) -> Completion:
         "One chat completion for `messages`; text only (`token_ids=[]`, `logprobs=None`)."
         body = dict(self.extra_body, model=self.model, messages=messages, max_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
         if seed is not None: body["seed"] = seed

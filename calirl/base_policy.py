@@ -59,7 +59,7 @@ def pretrain_recall(model, tok, words:list[str], filler:list[str], steps:int, lr
                     max_length:int=192, seed:int=0, threads:int=0) -> list[float]:
     "Train `model` with next-token loss on `steps` batches of recall texts (AdamW, 100 warm-up steps, linear decay) on `threads` BLAS threads; the losses (timed as `forward`, `backward` and the rest of each step, `training_step`)."
     import torch
-    from calirl.core import blas_threads, timed
+    from calirl.runtime import blas_threads, timed
     rng = random.Random(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100) * max(0.0, 1 - s / steps))
@@ -113,10 +113,11 @@ def _success(items:list[TaskItem], convs:list) -> float:
 def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
     "Success of the base policy and of the `PerfectAsker` around it against the scripted human, on `items` (one task)."
     from calirl.backends import HFBackend                   # the rollout engine comes later in the pipeline (`05_rollout`)
-    from calirl.rollout import PolicySpeaker, TextPolicy
+    from calirl.rollout import PolicySpeaker, Sampling, TextPolicy
     be = HFBackend(model, tok)
-    base = converse(scripted_human(), PolicySpeaker(be, tok, max_new_tokens, temperature, 1.0, seed, max_len), items, H, seed)
-    asker = converse(scripted_human(), PerfectAsker(TextPolicy(be, tok, max_new_tokens, temperature, seed, max_len)), items, H, seed)
+    s = Sampling(max_new_tokens, temperature, seed, max_len=max_len)
+    base = converse(scripted_human(), PolicySpeaker(be, tok, s), items, H, seed)
+    asker = converse(scripted_human(), PerfectAsker(TextPolicy(be, tok, s)), items, H, seed)
     b, p = _success(items, base), _success(items, asker)
     return dict(base=b, perfect_asker=p, headroom=p - b, base_asks_first=float(np.mean(_asks_first(items, base))),
                 informed_right=float(np.mean(informed_right(items, asker))))
@@ -136,8 +137,8 @@ def _asks_first(items:list[TaskItem], convs:list) -> np.ndarray:
 def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
     "First-turn ask rate, and mean reward and group-normalised advantage of episodes that open with a question vs the rest."
     from calirl.backends import HFBackend
-    from calirl.rollout import PolicySpeaker
-    convs = converse(scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, max_new_tokens, temperature, 1.0, seed, max_len), items, H, seed, G)
+    from calirl.rollout import PolicySpeaker, Sampling
+    convs = converse(scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len)), items, H, seed, G)
     R = _scores(items, convs).reshape(-1, G)
     A = ((R - R.mean(1, keepdims=True)) / (R.std(1, ddof=1, keepdims=True) + 1e-4)).ravel()
     ask = _asks_first(items, convs)

@@ -9,6 +9,7 @@ __all__ = ['improved_cases', 'behaviour', 'side_by_side_md']
 
 # %% ../nbs/11_case_studies.ipynb #e68a23d6
 import pandas as pd
+from .dialogue import Chat
 
 # %% ../nbs/11_case_studies.ipynb #f95ca592
 def improved_cases(results:pd.DataFrame, base:str="Base", new:str="Calibrated Interactive", bleu_margin:float=0.25) -> pd.DataFrame:
@@ -21,7 +22,7 @@ def improved_cases(results:pd.DataFrame, base:str="Base", new:str="Calibrated In
     return j[math | doc].sort_values(["task", "item_id", "seed"]).reset_index(drop=True)
 
 # %% ../nbs/11_case_studies.ipynb #b76bdc48
-def behaviour(messages:list[dict], user_acts:list[list[str]], success:bool) -> dict:
+def behaviour(messages:Chat, user_acts:list[list[str]], success:bool) -> dict:
     "Behaviour-pattern measurements of one conversation."
     pol = [m["content"] for m in messages if m["role"] == "assistant"]
     commits = lambda t: ("answer is" in t) or t.strip().startswith("doc :")

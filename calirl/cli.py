@@ -10,7 +10,7 @@ import argparse, json, sys
 from dataclasses import fields
 from pathlib import Path
 from .core import Profile, ProfileError, key_range, parse_overrides, read_profiles, load_profile
-from .pipeline import PipelineError, find_project, format_plan, init_project, make_plan, run_paths, run_plan, state_problem
+from .pipeline import PipelineError, find_project, format_plan, init_project, make_plan, project_template, run_paths, run_plan, state_problem
 
 # %% ../nbs/00b_cli.ipynb #dd4c2ed5
 class _Parser(argparse.ArgumentParser):
@@ -54,17 +54,19 @@ def _parser() -> argparse.ArgumentParser:
                    "micro-batches")
     b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4); "
                    "sft-step: training conversations (default 640)")
-    b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout, 7 for grpo-step)")
-    b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout, 48 for grpo-step)")
+    b.add_argument("--profile", default="tiny", help="grpo-step: the profile whose GRPO settings (G, H, tokens per turn, optimizer, seed, chunk) "
+                   "a step uses (default: tiny)")
+    b.add_argument("--rounds", type=positive_int, help="policy turns per conversation (default 3 for rollout; the profile's H for grpo-step)")
+    b.add_argument("--max-new-tokens", type=positive_int, help="tokens per generated message (default 32 for rollout; the profile's for grpo-step)")
     b.add_argument("--steps", type=positive_int, default=5, help="grpo-step: steps per decoder, the first a warm-up (default 5; at least 2 run)")
-    b.add_argument("--chunk", type=positive_int, default=8, help="grpo-step: rows per length-sorted chunk of the optimizer's pass in the third setup (default 8)")
+    b.add_argument("--chunk", type=positive_int, help="grpo-step: rows per length-sorted chunk of the optimizer's pass in the third setup (default: the profile's grpo_chunk)")
     b.add_argument("--setups", type=sft_setups, help="sft-step: the setups to run, comma-separated (default all: random, group_by_length, "
                    "random_2proc, random_threads, micro, micro_threads); random, the reference, among them")
     b.add_argument("--repeats", type=positive_int, default=2, help="runs of each setup, in rounds whose order is reversed every other round "
                    "so that no setup always runs first; the figures are their medians (default 2)")
     b.add_argument("--hidden", type=positive_int, default=128, help="hidden size of the tiny models (default 128)")
     b.add_argument("--layers", type=positive_int, default=2, help="layers of the tiny models (default 2)")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=int, help="seed (default 0; grpo-step: the profile's)")
     i = sub.add_parser("init", help="create a project folder (settings.ini and the notebooks) to reproduce in",
                        description="Copy the settings.ini and notebooks this calirl ships into DIR (created if needed); "
                        "writes nothing if any of those files is already there.")
@@ -167,12 +169,16 @@ def _bench(a) -> dict:
     def pick(v, default): return default if v is None else v
     if a.what == "rollout":                  # heavy imports only here
         from calirl.rollout import bench_rollout
-        return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, a.seed, a.repeats)
+        return bench_rollout(pick(a.n, 64), pick(a.rounds, 3), pick(a.max_new_tokens, 32), a.hidden, a.layers, pick(a.seed, 0), a.repeats)
     if a.what == "sft-step":
         from calirl.training import bench_sft_step
-        return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, a.seed, a.repeats, setups=a.setups)
+        return bench_sft_step(pick(a.n, 640), 2, 32, a.hidden, a.layers, pick(a.seed, 0), a.repeats, setups=a.setups)
     from calirl.grpo import bench_grpo_step
-    return bench_grpo_step(max(a.steps, 2), 8, pick(a.n, 4), pick(a.rounds, 7), pick(a.max_new_tokens, 48), a.hidden, a.layers, a.seed, chunk=a.chunk, repeats=a.repeats)
+    try: root = find_project()
+    except PipelineError: root = project_template()                     # outside a project: the settings.ini this calirl ships
+    sizes = {"H": a.rounds, "max_new_tokens": a.max_new_tokens, "seed": a.seed}
+    prof = load_profile(a.profile, root / "settings.ini", {k: str(v) for k, v in sizes.items() if v is not None})
+    return bench_grpo_step(prof, max(a.steps, 2), pick(a.n, 4), a.hidden, a.layers, chunk=a.chunk, repeats=a.repeats)
 
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."

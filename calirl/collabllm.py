@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
-from .core import artifact_path
+from .artifacts import artifact_path
 from .tasks import TaskItem, render_doc
-from .dialogue import Conversation, prefix_ends, take_turns, turn_kind
+from .dialogue import Chat, Conversation, prefix_ends, take_turns, turn_kind
 from .rewards import Score, judge_interactivity, task_reward
 from .users import fact_order
-from .rollout import TextPolicy
+from .rollout import Sampling, TextPolicy
 from .backends import chat_prompt_ids
 from .training import preference_pair
 from .prompts import policy_message, policy_turns
@@ -46,7 +46,7 @@ def token_penalty(n_tokens:int, lam:float) -> float:
     return min(lam * n_tokens / 1000.0, 1.0)
 
 # %% ../nbs/09a_collabllm.ipynb #d0f4d989
-def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_key:str="0") -> dict:
+def user_state(item:TaskItem, messages:Chat, acts:list[list[str]], seed_key:str="0") -> dict:
     "A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts (an item without a tiny-world goal: seed and turn count only)."
     opening, g = messages[0]["content"], item.goal
     turns = sum(m["role"] == "assistant" for m in messages)
@@ -59,12 +59,12 @@ def user_state(item:TaskItem, messages:list[dict], acts:list[list[str]], seed_ke
     return {"seed": seed_key, "hidden": hidden, "revealed": revealed, "assistant_turns": turns}
 
 # %% ../nbs/09a_collabllm.ipynb #21caa0de
-def withheld(item:TaskItem, messages:list[dict], acts:list[list[str]]) -> list[str]:
+def withheld(item:TaskItem, messages:Chat, acts:list[list[str]]) -> list[str]:
     "The facts the scripted user still withholds at the end of `messages` (its acts `acts`): hidden and not yet revealed."
     st = user_state(item, messages, acts)
     return [f for f in st["hidden"] if f not in st["revealed"]]
 
-def interactivity(item:TaskItem, messages:list[dict], acts:list[list[str]], start:int) -> float:
+def interactivity(item:TaskItem, messages:Chat, acts:list[list[str]], start:int) -> float:
     "I(t): the mean engagement score of the assistant turns from message `start` on — 1 for asking while a fact is withheld or answering once none is, else 0."
     q = []
     for k in range(start, len(messages)):
@@ -89,11 +89,11 @@ def conversation_reward(item:TaskItem, messages:list, acts:list[list[str]], star
     return dict(R=R, score=s.value, tokens=n_tokens, interact=I.value, status=why)
 
 # %% ../nbs/09a_collabllm.ipynb #a581e413
-def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[list[dict]], states:list[dict], windows:list[int],
+def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[Chat], states:list[dict], windows:list[int],
                    max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None, policy_prompt:str="plain") -> tuple[list, list]:
     "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn (the policy prompted as `policy_prompt` says)."
     convs = [Conversation(it.item_id, it.task, messages=[dict(m) for m in c]) for it, c in zip(items, chats)]
-    speaker = TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len, **policy_turns(policy_prompt))
+    speaker = TextPolicy(policy, tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len, **policy_turns(policy_prompt)))
     take_turns(user, speaker, items, convs, states, [2 * w for w in windows])
     return [c.messages for c in convs], [c.user_acts for c in convs]
 
@@ -145,7 +145,7 @@ def pick_pair(mrs:list[float|None], texts:list[str], min_gap:float=MR_MIN_GAP) -
 PAIR_COLUMNS = ["prompt", "chosen", "rejected", "item_id", "task", "context_id", "mr_chosen", "mr_rejected",
                 "chosen_kind", "rejected_kind", "train_seed"]
 
-def preference_row(tok, item:TaskItem, context:list[dict], chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
+def preference_row(tok, item:TaskItem, context:Chat, chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
                    context_id:int=0, policy_format:str="plain", train_seed:int=0) -> dict:
     "One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs and turn kinds."
     return dict(**preference_pair(tok, context, chosen.strip(), rejected.strip()), item_id=item.item_id, task=item.task,
@@ -246,6 +246,6 @@ _OWN_ARTIFACTS = {"policy_collabllm": "models/policy_collabllm", "collabllm_pair
                   "collabllm_by_seed": "models/collabllm_by_seed"}
 
 def collabllm_artifact(run_dir:str|Path, name:str) -> Path:
-    "Path of this notebook's artifact `name`: the registry's when `calirl.core.ARTIFACTS` has it, else the same layout."
-    from calirl.core import ARTIFACTS
+    "Path of this notebook's artifact `name`: the registry's when `calirl.artifacts.ARTIFACTS` has it, else the same layout."
+    from calirl.artifacts import ARTIFACTS
     return artifact_path(run_dir, name) if name in ARTIFACTS else Path(run_dir) / "artifacts" / _OWN_ARTIFACTS[name]

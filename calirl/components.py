@@ -19,7 +19,8 @@ from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend, served_sam
 from .users import ARTIFACT, HUMAN, PromptedSimulator, ScriptedUser, UserKnobs
 from .rollout import ByTask, LMSimulator
 from .tasks import TASKS
-from .core import folder_source
+from .artifacts import folder_source
+from .dialogue import Chat
 
 # %% ../nbs/05a_components.ipynb #8154c077
 class ComponentError(ValueError):
@@ -92,7 +93,7 @@ class ChatGenerate:
     seed: int | None = None          # None: no seed is sent (the endpoint samples as it likes)
     calls: int = 0
 
-    def __call__(self, chats:list[list[dict]]) -> list[str]:
+    def __call__(self, chats:list[Chat]) -> list[str]:
         "One batched generation; seeded per call when `seed` is set."
         self.calls += 1
         s = None if self.seed is None else self.seed * 7919 + self.calls
@@ -143,11 +144,11 @@ JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "eval_backend", "openai_bas
 _MISSING = object()
 
 def read_keys(keys, names:tuple, who:str) -> dict:
-    "The values of profile keys `names` from a `Profile` or a mapping (a notebook's `globals()`)."
+    "The values of profile keys `names` from a `Profile` or a mapping of key to value."
     get = keys.get if isinstance(keys, Mapping) else lambda k, d: getattr(keys, k, d)
     missing = [k for k in names if get(k, _MISSING) is _MISSING]
     if missing: raise ComponentError(f"{who} reads profile key(s) {', '.join(f'`{k}`' for k in missing)}: "
-                                     "declare them in the notebook's parameters cell")
+                                     "add them to the mapping, or pass a `Profile`")
     return {k: get(k, None) for k in names}
 
 # %% ../nbs/05a_components.ipynb #0e88e9fb
@@ -185,7 +186,7 @@ def _naive(k:dict, run_dir) -> dict:
 
 def _calibrated(k:dict, run_dir) -> dict:
     "The calibrated simulator: an LM simulator over the run's Phase I or last DIAL simulator."
-    from calirl.core import phase2_simulator_path
+    from calirl.artifacts import phase2_simulator_path
     if run_dir is None: raise ComponentError("the calibrated user is a model of the run: pass `run_dir`")
     return dict(kind="lm-simulator", source=phase2_simulator_path(run_dir, k["phase2_simulator"]), backend=k["simulator_backend"],
                 device=k["device"], dtype=k["dtype"], max_new_tokens=k["max_new_tokens"], temperature=k["sim_temperature"], name="lm-simulator", seed=k["seed"])

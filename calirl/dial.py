@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .core import timed
+from .runtime import timed
 from .tasks import TaskItem
 from .models import turn_end_ids
 from .rollout import simulator_context
@@ -26,9 +26,10 @@ from .users import goal_text
 from .models import resolve_device
 from .training import dpo_train, preference_pair, run_trainer
 from .stats import interval, paired_ci, seed_interval
+from .dialogue import Chat
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
-def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
+def user_end_positions(tok, messages:Chat) -> tuple[list[int], list[int]]:
     "Token ids of the rendered session and the position of the end-of-turn token of each user message (any template: a default system prompt, Gemma-3's `<end_of_turn>`)."
     render = lambda ms: list(tok.apply_chat_template(ms, tokenize=True, return_dict=False))
     ids, ends, pos = render(messages), set(turn_end_ids(tok)), []
@@ -41,7 +42,7 @@ def user_end_positions(tok, messages:list[dict]) -> tuple[list[int], list[int]]:
         pos.append(last)
     return ids, pos
 
-def disc_example(tok, messages:list[dict], real:bool) -> dict:
+def disc_example(tok, messages:Chat, real:bool) -> dict:
     "A token-classification example: label 1/0 at each user message's end, -100 elsewhere."
     ids, pos = user_end_positions(tok, messages)
     labels = [-100] * len(ids)
@@ -49,7 +50,7 @@ def disc_example(tok, messages:list[dict], real:bool) -> dict:
     return {"input_ids": ids, "labels": labels}
 
 # %% ../nbs/07_dial.ipynb #c6180d67
-def train_discriminator(init_path:str|Path, tok, real:list[list[dict]], sim:list[list[dict]], epochs:int, lr:float,
+def train_discriminator(init_path:str|Path, tok, real:list[Chat], sim:list[Chat], epochs:int, lr:float,
                         batch_size:int=16, seed:int=0, threads:int=0, fresh:bool=False, device:str="auto"):
     "A discriminator initialised from the model at `init_path` (`fresh`: its architecture with random weights), trained on balanced real/simulated sessions (on `threads` BLAS threads; 0: torch's count). Its new head is drawn from `seed`, not from whatever ran before. It trains on `device` (`auto`: a GPU if there is one)."
     from datasets import Dataset
@@ -78,7 +79,7 @@ def _right_padded(tok):
     return t
 
 @torch.no_grad()
-def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.ndarray]:
+def p_real(disc, tok, sessions:list[Chat], batch_size:int=32) -> list[np.ndarray]:
     "For each session, the discriminator's P(real) after each of its user messages (timed as `scoring`)."
     out, tok_r = [], _right_padded(tok)
     with timed("scoring"):
@@ -91,7 +92,7 @@ def p_real(disc, tok, sessions:list[list[dict]], batch_size:int=32) -> list[np.n
     return out
 
 # %% ../nbs/07_dial.ipynb #861caac2
-def disc_view(items:list[TaskItem], sessions:list[list[dict]], sees_goal:bool) -> list[list[dict]]:
+def disc_view(items:list[TaskItem], sessions:list[Chat], sees_goal:bool) -> list[list[dict]]:
     "What the discriminator reads of each session on `items`: the session, after the simulator's goal context (`goal_text`) as a system message when `sees_goal`."
     return [([{"role": "system", "content": goal_text(it)}] if sees_goal else []) + [dict(m) for m in s] for it, s in zip(items, sessions)]
 
@@ -145,7 +146,7 @@ def pick_pair(alt_rewards:list[float]) -> tuple[int, int] | None:
     return (hi, lo) if alt_rewards[hi] > 0 and alt_rewards[lo] < 0 else None
 
 # %% ../nbs/07_dial.ipynb #fe45a1df
-def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:list[list[dict]], k:int, n_alt:int,
+def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:list[Chat], k:int, n_alt:int,
                      max_new_tokens:int, temperature:float, seed:int=0, sees_goal:bool=False) -> tuple[list[dict], dict]:
     "DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times; each pair names its `session` and `message` (the index the alternatives replace). The discriminator reads each session as `disc_view(…, sees_goal)` shows it."
     from calirl.backends import chat_prompt_ids
@@ -171,7 +172,7 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
     return pairs, stats
 
 # %% ../nbs/07_dial.ipynb #d1a10002
-def accepts_wrong(item:TaskItem, chat:list[dict], text:str) -> bool|None:
+def accepts_wrong(item:TaskItem, chat:Chat, text:str) -> bool|None:
     "Whether user message `text` accepts the wrong answer or document that the last (assistant) message of `chat` commits to; None when it commits to nothing wrong."
     from calirl.dialogue import committed, is_right
     from calirl.realism import user_act
@@ -180,13 +181,13 @@ def accepts_wrong(item:TaskItem, chat:list[dict], text:str) -> bool|None:
     if c is None or is_right(item, c): return None
     return user_act(item, chat, text) == "accept"
 
-def accept_wrong_rate(items:list[TaskItem], sessions:list[list[dict]]) -> tuple[float, int]:
+def accept_wrong_rate(items:list[TaskItem], sessions:list[Chat]) -> tuple[float, int]:
     "Over `sessions` (on `items`, in order): the share of user replies to a wrong committed answer that accept it, and how many such replies there were."
     seen = [accepts_wrong(it, s[:k], m["content"]) for it, s in zip(items, sessions) for k, m in enumerate(s) if m["role"] == "user"]
     seen = [x for x in seen if x is not None]
     return (float(np.mean(seen)) if seen else float("nan")), len(seen)
 
-def pairs_accept_wrong(items:list[TaskItem], sessions:list[list[dict]], pairs:list[dict]) -> float:
+def pairs_accept_wrong(items:list[TaskItem], sessions:list[Chat], pairs:list[dict]) -> float:
     "Share of `pairs` (from `preference_pairs` on these `sessions`) whose chosen message accepts a wrong answer and whose rejected one does not."
     if not pairs: return float("nan")
     flag = lambda p, side: accepts_wrong(items[p["session"]], sessions[p["session"]][:p["message"]], p[side]) is True
@@ -198,7 +199,7 @@ def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_si
     return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=epochs, seed=seed, **kw)
 
 # %% ../nbs/07_dial.ipynb #b8d2f0e2
-def final_log_odds(disc, tok, sessions:list[list[dict]]) -> np.ndarray:
+def final_log_odds(disc, tok, sessions:list[Chat]) -> np.ndarray:
     "Per session, the discriminator's log-odds of real after its last user message: the sum of its DIAL rewards."
     return np.array([float(logit(p[-1])) for p in p_real(disc, tok, sessions)])
 
@@ -231,7 +232,7 @@ def control_problems(control:pd.DataFrame, min_accuracy:float) -> list[str]:
             for r in control.itertuples() if not r.disc_accuracy >= min_accuracy]
 
 # %% ../nbs/07_dial.ipynb #2394353d
-def honest_decisions(items:list[TaskItem], sessions:list[list[dict]]) -> list[tuple[TaskItem, list[dict], bool]]:
+def honest_decisions(items:list[TaskItem], sessions:list[Chat]) -> list[tuple[TaskItem, list[dict], bool]]:
     "(item, session cut after the reply, whether the answer was right) for each session whose first user reply to a committed answer is honest: it accepts a right answer or rejects a wrong one."
     from calirl.dialogue import committed, is_right
     from calirl.realism import user_act
@@ -272,7 +273,7 @@ def fresh_discriminators(init_path:str|Path, tok, real_train:list, sim_train:lis
 # %% ../nbs/07_dial.ipynb #0bbd8f91
 ARTIFACT_DIRECTION = {"distinct_2": -1, "mattr": -1, "accept_wrong": 1, "leak": 1}   # the way an artifact moves each measure from the real user's value
 
-def _replies(item:TaskItem, session:list[dict]) -> dict:
+def _replies(item:TaskItem, session:Chat) -> dict:
     "The facts the measures read from one session's user replies (not its opening)."
     from calirl.realism import is_leak, words
     reps = [(k, m["content"]) for k, m in enumerate(session) if k and m["role"] == "user"]

@@ -65,11 +65,11 @@ class EvalJob:
     H: int
     max_new_tokens: int
     temperature: float
-    device: str = "cpu"
-    dtype: str = "auto"
+    device: str
+    dtype: str
+    policy_prompt: str         # how the policy is prompted (`calirl.prompts.policy_turns`)
     backend: str = "hf"         # the policy's generation backend (`rollout_backend`)
     train_seed: int = 0        # the GRPO training seed of the policy (Table 2's policies: the profile's `seed`)
-    policy_prompt: str = "plain"   # how the policy is prompted (`calirl.prompts.policy_turns`)
 
 def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
     "Evaluate `j`'s policy on each task: per-conversation rows (with method and seed) and (method, seed, conversation) triples."

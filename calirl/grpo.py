@@ -22,9 +22,10 @@ from typing import Callable
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from .core import GRPOSettings, PerTask, load_json, save_json
+from .core import GRPOSettings, PerTask, Profile
+from .artifacts import load_json, save_json
 from .tasks import TaskItem
-from .dialogue import Conversation, asks, committed, final_answer, is_right, prefix_ends
+from .dialogue import Chat, Conversation, asks, committed, final_answer, is_right, prefix_ends
 from .rewards import task_reward
 from .models import load_model, save_model
 from .users import SAY
@@ -240,7 +241,7 @@ _LEAK_ACTS, _LABELLED = {"leak_answer", "leak_hidden"}, {"open", "reveal", "reje
                                                           "nothing_left", "give_up", "early_stop", "leak_answer", "leak_hidden"}
 _ACCEPT = [re.sub(r"\s+", " ", s).strip() for s in SAY["accept"]]
 
-def hack_flags(item:TaskItem, messages:list[dict], user_acts:list[list[str]]) -> dict:
+def hack_flags(item:TaskItem, messages:Chat, user_acts:list[list[str]]) -> dict:
     "Whether the user leaked before the scored answer, and whether it accepted a wrong answer at the end."
     users = [k for k, m in enumerate(messages) if m["role"] == "user"]
     acts = {k: set(a) for k, a in zip(users, user_acts)}
@@ -445,7 +446,7 @@ class Variant:
     steps: int
     ckpt_root: str
     out_path: str
-    report_to: tuple = ("none",)   # the profile's report_to
+    report_to: tuple               # the profile's report_to
     logs_dir: str = ""             # where TensorBoard's event files go
 
 # %% ../nbs/09_grpo.ipynb #85a95858
@@ -519,7 +520,7 @@ BENCH_PHASES = ("generation", "rollout", "scoring", "forward", "backward", "trai
 def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOSettings, H:int, max_len:PerTask) -> dict:
     "Seconds per step after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine` (`settings.grpo_chunk`: `use_length_chunks`)."
     import os
-    from calirl.core import PHASES
+    from calirl.runtime import PHASES
     from calirl.users import scripted_human
     os.environ["CALIRL_DECODER"] = engine
     model, tok = load_model(model_dir, device=settings.device, dtype=settings.dtype)   # the trainer's device and precision, not the machine's default
@@ -540,30 +541,30 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
                 turns=sum(turns) / len(turns) if turns else float("nan"), **shares)
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
-def bench_grpo_step(steps:int=5, G:int=8, prompts:int=4, H:int=7, max_new_tokens:int=48, hidden:int=128, layers:int=2,
-                    seed:int=0, sft_conversations:int=640, sft_epochs:int=3, chunk:int=8, repeats:int=2, log=print) -> dict:
-    "Seconds per multi-turn GRPO step with rollouts on `generate`, on the lean decoder, and on the lean decoder with `length_chunks` of `chunk` rows, split by phase, from a policy SFT'd on `sft_conversations` scripted chats: medians over `repeats` `interleaved` rounds; a dict."
+def bench_grpo_step(prof:Profile, steps:int=5, prompts:int=4, hidden:int=128, layers:int=2, sft_conversations:int=640,
+                    warmup_epochs:int=3, chunk:int|None=None, repeats:int=2, log=print) -> dict:
+    "Seconds per multi-turn GRPO step of profile `prof`'s settings (`G`, `H`, `max_new_tokens`, optimizer, seed) on the CPU with rollouts on `generate`, on the lean decoder, and on the lean decoder with `length_chunks` of `chunk` rows (default: `grpo_chunk`), split by phase, from a policy SFT'd for `warmup_epochs` on `sft_conversations` scripted chats: medians over `repeats` `interleaved` rounds; a dict."
     import os
-    from calirl.core import interleaved, median_of, one_thread, trainer_threads
+    from calirl.runtime import interleaved, median_of, one_thread, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items
     from calirl.training import sft_train
     from calirl.users import ScriptedAssistant, scripted_human, world_corpus
+    G, H, max_new_tokens, seed = prof.G, prof.H, prof.max_new_tokens, prof.seed
+    chunk = prof.grpo_chunk if chunk is None else chunk
     items = {it.item_id: it for it in tiny_items("math-chat", "train", 64, seed)}
     tok = train_tokenizer(world_corpus(list(items.values())[:32], seed), 1024)
     model, ptok = build_tiny_model(tok, "qwen2", hidden, layers, "policy", seed)
     if sft_conversations:                                     # a policy that ends its turns, so that episodes run several rounds
         demos = [d.messages for d in converse(scripted_human(), ScriptedAssistant(0.35, 0.1), tiny_items("math-chat", "eval", sft_conversations, seed), H, seed)]
         with tempfile.TemporaryDirectory() as d:
-            model, _ = sft_train(model, ptok, demos, d, sft_epochs, 2e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
+            model, _ = sft_train(model, ptok, demos, d, warmup_epochs, 2e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
     model_dir = save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
-    settings = GRPOSettings(G=G, grpo_batch=G * prompts, grpo_lr=1e-4, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28,
-                            kl_beta=0.0, train_temperature=1.0, max_new_tokens=max_new_tokens, seed=seed, device="cpu",
-                            dtype="float32", rollout_backend="hf")
+    settings = GRPOSettings.of(prof, grpo_batch=G * prompts, device="cpu", dtype="float32", rollout_backend="hf")   # the rest as the profile says
     max_len = PerTask("max_len", 512, 512)
     before = os.environ.get("CALIRL_DECODER")
-    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, sft_epochs=sft_epochs, chunk=chunk, repeats=repeats)
+    out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, warmup_epochs=warmup_epochs, chunk=chunk, repeats=repeats)
     setups = {"generate": ("generate", 0), "lean": ("lean", 0), "chunked": ("lean", chunk)}
     def run(name:str, engine:str, c:int) -> dict:
         with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, replace(settings, grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs

@@ -24,7 +24,7 @@ import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models as tk_models, normalizers, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from .core import atomic_path
+from .artifacts import atomic_path
 from .dialogue import TERMINATE
 
 # %% ../nbs/04_models.ipynb #f19ba32b

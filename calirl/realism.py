@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np, pandas as pd
 from .tasks import ADJS, TaskItem, render_doc
-from .dialogue import Conversation, asks, converse, has_terminal, prefix_ends, strip_terminal
+from .dialogue import Chat, Conversation, asks, converse, has_terminal, prefix_ends, strip_terminal
 from .users import ScriptedAssistant, goal_text
 from .prompts import format_history, parse_json_output
 from .theory import bound_32_H2
 from .rewards import task_reward
-from .core import one_thread, timed
+from .runtime import one_thread, timed
 
 # %% ../nbs/08_realism.ipynb #a77ac5fb
 _CONTRACTIONS = [(r"\bwon't\b", "will not"), (r"\bcan't\b", "can not"), (r"\blet's\b", "let us"), (r"n't\b", " not"),
@@ -393,7 +393,7 @@ def history_prefixes(dialogues:list[Conversation]) -> list[tuple[int, int, list]
     "(dialogue index, turn t, chat up to and including assistant turn t) for every assistant turn."
     return [(i, t, d.messages[:k + 1]) for i, d in enumerate(dialogues) for t, k in enumerate(prefix_ends(d.messages, "assistant"))]
 
-def rule_acts(items:list[TaskItem], chats:list[list], texts:list[str]) -> list[str]:
+def rule_acts(items:list[TaskItem], chats:list[Chat], texts:list[str]) -> list[str]:
     "The act of each user message `texts[k]` after `chats[k]`, read by the tiny world's rules (`user_act`)."
     return [user_act(it, c, t) for it, c, t in zip(items, chats, texts)]
 
@@ -472,7 +472,7 @@ class ModelActs:
     unreadable: int = 0
     labelled: int = 0
 
-    def __call__(self, items:list[TaskItem], chats:list[list], texts:list[str]) -> list[str | None]:
+    def __call__(self, items:list[TaskItem], chats:list[Chat], texts:list[str]) -> list[str | None]:
         prompts = [[{"role": "user", "content": act_prompt(it, c, t)}] for it, c, t in zip(items, chats, texts)]
         try: replies = list(self.generate(prompts))
         except Exception: replies = []                     # a failed call: every label of the batch unread, counted

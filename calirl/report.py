@@ -61,19 +61,32 @@ def machine() -> str:
     return ", ".join(x for x in (model, f"{os.cpu_count()} cores", isa, mem, gpus) if x)
 
 # %% ../nbs/14_report.ipynb #ebc7438e
-def keys_as_run(run_dir:str|Path) -> dict:
-    "Profile keys the executed notebooks of `run_dir` received (their `injected-parameters` cells), in `PROFILE_KEYS` order."
-    got = {}
-    for nb in sorted((Path(run_dir) / "notebooks").glob("*.ipynb")):
+def _injected(run_dir:Path) -> tuple[str|None, dict]:
+    "The profile name and overrides in the `injected-parameters` cell of the first executed notebook in `run_dir` that has one."
+    for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
         try: cells = json.loads(nb.read_text())["cells"]
         except (OSError, ValueError, KeyError): continue
         for c in cells:
             if "injected-parameters" not in c.get("metadata", {}).get("tags", []): continue
             src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for node in ast.parse(src).body:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    got[node.targets[0].id] = ast.literal_eval(node.value)
-    return {k: got[k] for k in PROFILE_KEYS if k in got}
+            got = {n.targets[0].id: ast.literal_eval(n.value) for n in ast.parse(src).body
+                   if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+            if "profile" in got: return got["profile"], got.get("overrides") or {}
+    return None, {}
+
+def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
+    "The profile keys the notebooks of `run_dir` read (their records' `reads`; every key if none says), with the values of the run's profile and overrides from `settings`, in `PROFILE_KEYS` order."
+    from calirl.core import load_profile
+    run_dir = Path(run_dir)
+    name, overrides = _injected(run_dir)
+    if name is None: return {}
+    prof = load_profile(name, settings, overrides)
+    reads = set()
+    for rec in (run_dir / "notebooks").glob("*.run.json"):
+        try: r = json.loads(rec.read_text()).get("reads")
+        except (OSError, ValueError, AttributeError): r = None
+        reads |= set(PROFILE_KEYS) if r is None else set(r)
+    return {k: getattr(prof, k) for k in PROFILE_KEYS if k in reads}
 
 # %% ../nbs/14_report.ipynb #a5c7499f
 TIME_TARGETS = {"tiny": 90 * 60, "smoke": 3 * 60}       # seconds on two idle cores
@@ -128,9 +141,9 @@ def _section(title:str, path:Path, body) -> str:
     return f"## {title}\n\n" + (body(path) if path.exists() else f"*Missing: `{path.name}` was not written by this run.*") + "\n"
 
 def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Path, keys:dict|None=None) -> str:
-    "The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run(run_dir)`."
+    "The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run` of `run_dir` and `root`'s settings.ini."
     fig = Path(figures_dir)
-    keys = keys_as_run(run_dir) if keys is None else keys
+    keys = keys_as_run(run_dir, Path(root) / "settings.ini") if keys is None else keys
     stack = ", ".join(f"{k} {v}" for k, v in stack_versions().items())
     out = [f"# Run report: profile `{profile}`\n", f"Commit {git_commit(root)}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
            f"Stack: {stack}.\n", f"Machine: {machine()}.\n"]

@@ -13,9 +13,9 @@ import math, multiprocessing as mp, re, warnings
 from concurrent.futures import ProcessPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Callable
-from .core import timed
+from .runtime import timed
 from .tasks import TaskItem
-from .dialogue import answer_value, final_answer
+from .dialogue import Chat, answer_value, final_answer
 from .prompts import judge_prompt, parse_judge, document_prompt, parse_document, interactivity_prompt, parse_interactivity
 
 # %% ../nbs/02c_rewards.ipynb #215acc6a
@@ -113,7 +113,7 @@ def judge_accuracy(generate:Callable, questions:list[str], golds:list[str], comp
     return [Score(float(v)) if (v := parse_judge(t)[0]) is not None else unscorable("judge_unparseable") for t in texts]
 
 # %% ../nbs/02c_rewards.ipynb #18c2db4e
-def judge_interactivity(generate:Callable, histories:list[list], windows:list[list]) -> list[Score]:
+def judge_interactivity(generate:Callable, histories:list[Chat], windows:list[list]) -> list[Score]:
     "CollabLLM's interactivity from an LLM judge: how well the assistant's turns in each window worked with the user, in [0, 1]."
     chats = [[{"role": "user", "content": interactivity_prompt(h, w)}] for h, w in zip(histories, windows)]
     if not chats: return []

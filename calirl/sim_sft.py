@@ -16,6 +16,7 @@ from .tasks import TaskItem
 from .rollout import rollout, simulator_context
 from .prompts import policy_turns
 from .models import build_tiny_model, load_model, simulator_template, with_role
+from .dialogue import Chat
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,
@@ -23,18 +24,18 @@ def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_toke
     "Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the `PerfectAsker` around `policy`, the rest with `policy` alone."
     from calirl.base_policy import PerfectAsker
     from calirl.dialogue import converse
-    from calirl.rollout import TextPolicy
+    from calirl.rollout import Sampling, TextPolicy
     k = round(len(items) * ask_share)
-    asked = converse(oracle, PerfectAsker(TextPolicy(policy, tok, max_new_tokens, temperature, seed, max_len)), items[:k], H, seed) if k else []
+    asked = converse(oracle, PerfectAsker(TextPolicy(policy, tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len))), items[:k], H, seed) if k else []
     return asked + rollout(policy, tok, oracle, items[k:], G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, max_len=max_len,
                            **policy_turns(policy_prompt))
 
 # %% ../nbs/06_simulator_sft.ipynb #58d676f2
-def simulator_sft_example(item:TaskItem, messages:list[dict], tok=None) -> list[dict]:
+def simulator_sft_example(item:TaskItem, messages:Chat, tok=None) -> list[dict]:
     "One SFT example: the goal-guided context followed by the whole conversation, as simulator tokenizer `tok` reads it (loss on the user's turns)."
     return simulator_context(item, messages, tok)
 
-def trained_text(tok, chat:list[dict]) -> list[str]:
+def trained_text(tok, chat:Chat) -> list[str]:
     "Decode exactly the tokens the loss covers (the template's generation spans), one string per span."
     enc = tok.apply_chat_template(chat, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     ids, mask = enc["input_ids"], enc["assistant_masks"]

@@ -144,7 +144,7 @@ def heldout_split(items:list[TaskItem], n_eval:int, salt:str="calirl") -> tuple[
 # %% ../nbs/02_tasks.ipynb #0192deb9
 def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
     "Write `items` as CollabLLM-schema Parquet rows (two logged turns per conversation)."
-    from calirl.core import save_parquet
+    from calirl.artifacts import save_parquet
     rows = []
     for it in items:
         ask, reply = "could you tell me the missing details ?", "here is what i left out ."

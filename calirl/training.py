@@ -15,7 +15,8 @@ __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'SFT_SPEEDUPS', 'run_trainer', 'prec
 import tempfile
 from typing import Callable, Iterable
 from pathlib import Path
-from .core import blas_threads, timed
+from .runtime import blas_threads, timed
+from .dialogue import Chat
 
 # %% ../nbs/04b_training.ipynb #2f24fb98
 def _step_timer():
@@ -96,7 +97,7 @@ def write_accelerate_config(path:str|Path="accelerate_fsdp.yaml", num_processes:
 
 def wants_cuda(device:str) -> bool:
     "Whether the profile's `device` means CUDA: `cuda…`, or `auto` where a GPU is visible."
-    from calirl.core import _cuda
+    from calirl.runtime import _cuda
     return str(device).startswith("cuda") or (device == "auto" and _cuda())
 
 def n_processes(processes:int=0, device:str="cpu") -> int:
@@ -164,19 +165,19 @@ if __name__ == "__main__" and __import__("os").environ.get("CALIRL_LAUNCHED") ==
 def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> str|None:
     "The accelerate config of launched trainers: the profile's `config` if set, else the FSDP config (written to `run_dir`) for several CUDA processes, else none."
     if config: return str(config)
-    from calirl.core import _cuda
+    from calirl.runtime import _cuda
     if processes > 1 and wants_cuda(device) and _cuda(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
     return None
 
-def trainer_kw(keys, name:str, sft:bool=False) -> dict:
-    "`sft_train` (`sft`) or `dpo_train` arguments for the trainer `name` from the profile `keys` (a notebook's globals): processes, accelerate config, log, report_to, threads; for SFT its micro-batches."
-    from calirl.core import trainer_threads
-    procs = n_processes(keys["processes"], keys["device"])
-    logs = Path(keys["run_dir"]) / "logs"
-    return dict(processes=procs, accelerate_config=launch_config(keys["accelerate_config"], keys["run_dir"], procs, keys["device"]),
-                log=logs / f"{name}.log", report_to=keys["report_to"], logs_dir=logs / name,
-                threads=trainer_threads(keys["threads"], keys["device"]) if procs == 1 else 0,
-                **({"micro_batches": keys["sft_micro_batches"]} if sft else {}))
+def trainer_kw(prof, run_dir:str|Path, name:str, sft:bool=False) -> dict:
+    "`sft_train` (`sft`) or `dpo_train` arguments for the trainer `name` of a run of profile `prof` in `run_dir`: processes, accelerate config, log, report_to, threads; for SFT its micro-batches."
+    from calirl.runtime import trainer_threads
+    procs = n_processes(prof.processes, prof.device)
+    logs = Path(run_dir) / "logs"
+    return dict(processes=procs, accelerate_config=launch_config(prof.accelerate_config, run_dir, procs, prof.device),
+                log=logs / f"{name}.log", report_to=prof.report_to, logs_dir=logs / name,
+                threads=trainer_threads(prof.threads, prof.device) if procs == 1 else 0,
+                **({"micro_batches": prof.sft_micro_batches} if sft else {}))
 
 # %% ../nbs/04b_training.ipynb #96d9f2bb
 def save_trained(tr, tok, path:str|Path) -> Path:
@@ -215,7 +216,7 @@ def _seeded_sft_trainer():
             return s
     return SeededSFTTrainer
 
-def _sft_trainer(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
+def _sft_trainer(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
                  seed:int=0, sampling:str="random", processes:int=1, report_to="none", logs_dir:str|Path|None=None, micro_batches:int=1):
     "TRL's SFTTrainer for `sft_train`: `batch_size` sequences per step over all `processes`, each process's share in `micro_batches` balanced micro-batches, loss on the generation span only."
     from datasets import Dataset
@@ -243,7 +244,7 @@ def _sft_job(job:dict) -> list[dict]:
     save_trained(tr, tok, job["out"])
     return [h for h in tr.state.log_history if "loss" in h]
 
-def sft_train(model, tok, chats:list[list[dict]], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
+def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
               seed:int=0, sampling:str="random", processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None,
               report_to="none", logs_dir:str|Path|None=None, threads:int=0, micro_batches:int=1):
     "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; `micro_batches` > 1 cuts each batch into that many micro-batches of similar cost."
@@ -312,7 +313,7 @@ def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch
     return model.eval(), tok, history
 
 # %% ../nbs/04b_training.ipynb #653a63ab
-def preference_pair(tok, context:list[dict], chosen:str, rejected:str, role:str="assistant") -> dict:
+def preference_pair(tok, context:Chat, chosen:str, rejected:str, role:str="assistant") -> dict:
     "A TRL preference row continuing `context` with `chosen` or `rejected` as a `role` message, in the form that ends it as `tok`'s template does."
     from calirl.models import turn_end_token
     if turn_end_token(tok) == tok.eos_token:                  # ChatML: TRL's appended eos is the template's end of turn
@@ -320,7 +321,7 @@ def preference_pair(tok, context:list[dict], chosen:str, rejected:str, role:str=
     return dict(prompt=[dict(m) for m in context], chosen=[{"role": role, "content": chosen}], rejected=[{"role": role, "content": rejected}])
 
 # %% ../nbs/04b_training.ipynb #edd8e081
-def sft_heldout_loss(model, tok, chats:list[list[dict]], max_length:int, batch_size:int=32) -> float:
+def sft_heldout_loss(model, tok, chats:list[Chat], max_length:int, batch_size:int=32) -> float:
     "Mean loss of `model` on the generation span of held-out `chats`, masked exactly as `sft_train` trains."
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -350,7 +351,7 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a dict."
     names = sft_setup_names(setups)
     import time
-    from calirl.core import blas_threads, interleaved, median_of, trainer_threads
+    from calirl.runtime import blas_threads, interleaved, median_of, trainer_threads
     from calirl.dialogue import converse
     from calirl.models import build_tiny_model, train_tokenizer
     from calirl.tasks import tiny_items

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 from .tasks import TaskItem, render_doc, problem_text
-from .dialogue import TERMINATE, Conversation, committed, converse, has_terminal, is_right, turn_rng
+from .dialogue import Chat, TERMINATE, Conversation, committed, converse, has_terminal, is_right, turn_rng
 from .prompts import ParseStats, parse_user, user_simulator_prompt
 
 # %% ../nbs/03_users.ipynb #b31f2511
@@ -31,7 +31,7 @@ class UserTurn:
 class UserModel(Protocol):
     "Anything that plays the user."
     name: str
-    def respond(self, items:list[TaskItem], chats:list[list[dict]], states:list[dict]) -> list[UserTurn]: ...
+    def respond(self, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]: ...
 
 # %% ../nbs/03_users.ipynb #ae5da806
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class ScriptedUser:
         state["revealed"], state["assistant_turns"] = [], 0
         return UserTurn(_opening(item, hidden, rng, k), False, ("open",))
 
-    def reply(self, item:TaskItem, chat:list[dict], state:dict, rng) -> UserTurn:
+    def reply(self, item:TaskItem, chat:Chat, state:dict, rng) -> UserTurn:
         "The reply to the assistant's last message."
         k = self.knobs
         state["assistant_turns"] += 1
@@ -176,7 +176,7 @@ class ScriptedUser:
         state["revealed"] += left
         return " ".join(_reveal(item, f, rng, k) for f in left), "leak_hidden"
 
-    def respond(self, items:list[TaskItem], chats:list[list[dict]], states:list[dict]) -> list[UserTurn]:
+    def respond(self, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]:
         "Reply to every conversation of the batch."
         out = []
         for item, chat, st in zip(items, chats, states):
@@ -213,7 +213,7 @@ class PromptedSimulator:
     stats: ParseStats = field(default_factory=ParseStats)
     answered: int = 0                     # batches the model answered; until one has, a failure is a setup error, not noise
 
-    def respond(self, items:list[TaskItem], chats:list[list[dict]], states:list[dict]) -> list[UserTurn]:
+    def respond(self, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]:
         "Prompt the model once for the whole batch; parse every reply leniently. A failed call is counted, unless no call has worked yet."
         prompts = [[{"role": "user", "content": user_simulator_prompt(it.task, goal_text(it), chat)}] for it, chat in zip(items, chats)]
         try: texts = list(self.generate(prompts))
@@ -264,7 +264,7 @@ class ScriptedAssistant:
         y = {"add": a + b, "sub": a - b, "mul": a * b}[g["op"]] + (rng.choice([-1, 1]) if rng.random() < self.slip else 0)
         return f"{a} {'+' if g['op'] == 'add' else '-' if g['op'] == 'sub' else '*'} {b} = {y} . the answer is {y}"
 
-    def act(self, item:TaskItem, chat:list[dict], state:dict, rng) -> str:
+    def act(self, item:TaskItem, chat:Chat, state:dict, rng) -> str:
         "The assistant's next message."
         missing = [f for f in state.get("hidden", []) if f not in state.get("revealed", [])]
         if missing and self.keep_asking and state.get("assistant_asking"): return self._ask(item, missing, rng)

@@ -40,10 +40,11 @@ def test_dry_run_paper_prints_plan_and_runs_nothing(project):
     r = calirl("reproduce", "--profile", "paper", "--dry-run", cwd=project / "nbs")   # found from a subfolder
     assert r.returncode == 0, r.stderr
     paper, tiny = (load_profile(n, project / "settings.ini") for n in ("paper", "tiny"))
-    grpo = r.stdout.split("] 09_grpo ")[1].splitlines()[1] + ","               # the parameters line of 09_grpo
+    settings = " ".join(r.stdout.split("\nsettings: ")[1].split("runs →")[0].split()) + ","   # the profile's settings, as the plan prints them
     for k in ("G", "grpo_batch", "grpo_lr", "max_new_tokens", "device", "rollout_backend"):
         assert getattr(paper, k) != getattr(tiny, k), k                         # a value only [paper] has
-        assert f" {k}={getattr(paper, k)}," in grpo, (k, grpo)
+        assert f" {k}={getattr(paper, k)}," in settings, (k, settings)
+    assert r.stdout.split("] 09_grpo ")[1].splitlines()[1].strip() == "reads: not recorded yet (fingerprinted by every key)"
     assert "estimated total of the notebooks to run:" in r.stdout and "GPU-hours" in r.stdout   # a GPU profile gets a cost estimate
     assert r.stdout.count("runs only in world = tiny") == 2                    # 12 and 13 are refused outside the tiny world
     assert f"{len(list((project / 'nbs').glob('[0-9]*.ipynb'))) - 2} notebook(s) to run, 0 up to date" in r.stdout
@@ -74,7 +75,7 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     assert tp.loc["06_simulator_sft", "generation"] > 0, tp.loc["06_simulator_sft"]   # its oracle traces
     assert (tp.drop("total")["scoring"] > 0).any(), tp                  # rewards are timed somewhere
     assert (tp.loc[["07_dial", "08_realism"], "scoring"] > 0).all(), tp  # and so are the discriminators' P(real) and MAUVE
-    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.core.pmap` ([smoke]: two Phase I simulators)
+    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.runtime.pmap` ([smoke]: two Phase I simulators)
     if len(os.sched_getaffinity(0)) > 1:                                # workers = 0: a pool of one process per core
         assert (tp.loc[pooled, "workers"] > 0).all(), tp                # time in the pool is its own phase
     else: assert (tp.loc[["06_simulator_sft", "09_grpo"], "training_step"] > 0).all(), tp   # one core: they train in the notebook
@@ -151,7 +152,7 @@ def test_failing_notebook_names_cell_and_executed_copy(project):
 def test_interrupted_run_resumes_without_redoing_work(project):
     flag = project / "slow.flag"; flag.touch()
     _add_nb(project, "99_slow.ipynb",
-            "import time\nfrom pathlib import Path\nfrom calirl.core import atomic_path\n"
+            "import time\nfrom pathlib import Path\nfrom calirl.artifacts import atomic_path\n"
             f"flag = Path({str(flag)!r})\n"
             "with atomic_path(Path(run_dir) / 'artifacts' / 'slow.txt') as t:\n"
             "    t.write_text('half')\n"

@@ -8,7 +8,7 @@ from calirl.collabllm import (MR_MIN_GAP, MR_SAMPLES, MR_WEIGHTS, PAIR_COLUMNS, 
                               ask_rates, conversation_reward, forward_sample, interactivity, mr_pairs, multiturn_aware_rewards,
                               pair_check, pair_verdict, pick_pair, preference_row, sample_contexts, token_penalty, turn_kind,
                               user_state, withheld)
-from calirl.core import save_parquet
+from calirl.artifacts import save_parquet
 from calirl.dialogue import Conversation, turn_rng
 from calirl.tasks import tiny_items
 from calirl.users import ScriptedAssistant, artifact_simulator, scripted_human
@@ -174,7 +174,7 @@ def test_contexts_from_oracle_traces():
     assert sample_contexts(pool, 7, ["math-chat", "docedit-chat"], seed=1) == got
 
 def test_artifact_paths():
-    from calirl.core import ARTIFACTS
+    from calirl.artifacts import ARTIFACTS
     for name, rel in (("policy_collabllm", "models/policy_collabllm"), ("collabllm_pairs", "data/collabllm_pairs.parquet")):
         p = collabllm_artifact("run", name)
         assert p == (Path("run") / "artifacts" / (ARTIFACTS[name][0] if name in ARTIFACTS else rel))

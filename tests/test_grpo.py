@@ -9,7 +9,8 @@ from conftest import ROOT  # noqa: F401  (sets the offline environment)
 from calirl.core import GRPOSettings, PerTask
 
 SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
-                        train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf")
+                        train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf",
+                        policy_prompt="plain", micro_batch=0, grpo_chunk=0)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +161,7 @@ def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
     s = replace(SETTINGS, micro_batch=2)                       # global batch 4 = 2 per process × 2 processes × 1 pass
     v = Variant("naive", base_path=str(tmp_path / "base"), rows=interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0),
                 items=items, user=dict(kind="artifact-simulator"), judge=dict(kind="verifier"), settings=s, max_len=PerTask("max_len", 256, 256),
-                H=2, steps=2, ckpt_root=str(tmp_path / "ckpt"), out_path=str(tmp_path / "policy_naive"))
+                H=2, steps=2, ckpt_root=str(tmp_path / "ckpt"), out_path=str(tmp_path / "policy_naive"), report_to=("none",))
     def job(v):                                               # defined here, so it travels by value to the launched processes
         import os
         from calirl.grpo import grpo_config

@@ -1,4 +1,4 @@
-"""Independent runs in a worker pool (`calirl.core.pmap`): on the smoke run's own models, GRPO variants and evaluations
+"""Independent runs in a worker pool (`calirl.runtime.pmap`): on the smoke run's own models, GRPO variants and evaluations
 give bit-identical results in two worker processes and one by one in this process.
 
 At smoke scale every reward is 0, so GRPO's gradients are 0 and the saved weights equal the base policy's; what would
@@ -9,9 +9,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
-from calirl.core import GRPOSettings, PerTask, load_profile, model_source, pmap, require_artifact
+from calirl.core import GRPOSettings, PerTask, load_profile
 
 
+from calirl.runtime import pmap
+from calirl.artifacts import model_source, require_artifact
 def _weights(path) -> dict:
     from safetensors.torch import load_file
     return {k: v for f in sorted(Path(path).glob("*.safetensors")) for k, v in load_file(f).items()}
@@ -35,7 +37,7 @@ def test_variants_and_evaluations_do_not_depend_on_workers(smoke_reproduction, t
     items = {it.item_id: it for t in prof.tasks for it in load_items(prof.world, t, prof.n_train_items, prof.n_eval_items, prof.seed)[0]}
     traces = load_conversations(require_artifact(run_dir, "oracle_traces"))
     all_items = {it.item_id: it for t in prof.tasks for it in load_items(prof.world, t, 10_000, prof.n_eval_items, prof.seed)[0]}
-    common = dict(base_path=model_source(run_dir, "policy_base"), judge=judge_spec(prof), settings=GRPOSettings.of(prof),
+    common = dict(report_to=("none",), base_path=model_source(run_dir, "policy_base"), judge=judge_spec(prof), settings=GRPOSettings.of(prof),
                   max_len=PerTask.of(prof, "max_len"), H=prof.H, steps=2)
     def variants(where:str) -> list:
         out = lambda n: str(tmp_path / where / f"policy_{n}")
@@ -53,7 +55,7 @@ def test_variants_and_evaluations_do_not_depend_on_workers(smoke_reproduction, t
         assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), va.name
     held = {t: load_items(prof.world, t, 1, prof.n_eval_items, prof.seed)[1] for t in prof.tasks}
     jobs = [EvalJob(m, model_source(run_dir, a), s, held, user_spec("evaluation", prof), judge_spec(prof), prof.H, prof.max_new_tokens,
-                    prof.eval_temperature) for m, a in (("Base", "policy_base"), ("Oracle", "policy_oracle")) for s in prof.eval_seeds]
+                    prof.eval_temperature, prof.device, prof.dtype, prof.policy_prompt) for m, a in (("Base", "policy_base"), ("Oracle", "policy_oracle")) for s in prof.eval_seeds]
     ev_one, ev_two = pmap(evaluate_job, jobs, 1), pmap(evaluate_job, jobs, 2)
     pd.testing.assert_frame_equal(pd.concat([d for d, _ in ev_one]), pd.concat([d for d, _ in ev_two]))
     assert [t.messages for _, T in ev_one for *_, t in T] == [t.messages for _, T in ev_two for *_, t in T]

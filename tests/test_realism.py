@@ -172,7 +172,7 @@ def test_report_on_scripted_and_lm_users():
 def _report(LMSimulator, HFBackend, build_tiny_model, train_tokenizer, world_corpus):
     tok = train_tokenizer(world_corpus(tiny_items("math-chat", "train", 10, 0)), 300)
     m, stok = build_tiny_model(tok, "qwen2", 16, 1, "simulator", 0)
-    lm = LMSimulator(HFBackend(m, stok), stok, max_new_tokens=8, name="lm")
+    lm = LMSimulator(HFBackend(m, stok), stok, max_new_tokens=8, seed=0, name="lm")
     its = [it for t in TASKS for it in tiny_items(t, "eval", 6, seed=0)]
     fake_embed = lambda ts: np.array([[len(t), t.count(" "), has] for t in ts for has in [float("?" in t)]], float)
     df = R.realism_report({"copy": scripted_human(), "artifact": artifact_simulator(), "lm": lm}, its, scripted_human(),

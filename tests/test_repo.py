@@ -29,14 +29,15 @@ def test_notebooks_are_clean(tmp_path):
              if p.read_bytes() != (tmp_path / "nbs" / p.name).read_bytes()]
     assert not dirty, f"not nbdev-clean: {dirty}; run nbdev-clean"
 
-def test_every_notebook_has_one_parameters_cell_matching_smoke():
-    from calirl.core import load_profile
+def test_every_notebook_has_one_parameters_cell_naming_the_smoke_profile():
+    "Each parameters cell names the profile and its overrides (and, where used, the run's folders), with [smoke]'s defaults; nothing else."
     from calirl.pipeline import declared_parameters, list_notebooks
-    smoke = load_profile("smoke", ROOT / "settings.ini")
-    runner = dict(profile="smoke", run_dir="../runs/smoke", figures_dir="../figures/smoke")
+    runner = dict(profile="smoke", overrides={}, run_dir="../runs/smoke", figures_dir="../figures/smoke")
     for nb in list_notebooks(ROOT):
-        for k, v in declared_parameters(nb).items():
-            assert v == (runner[k] if k in runner else getattr(smoke, k)), f"{nb.name}: {k} = {v!r} differs from [smoke]"
+        decl = declared_parameters(nb)
+        assert {"profile", "overrides"} <= set(decl), f"{nb.name}: the parameters cell must name `profile` and `overrides`"
+        for k, v in decl.items():
+            assert k in runner and v == runner[k], f"{nb.name}: {k} = {v!r}; a parameters cell holds only {runner}"
 
 def test_exported_modules_have_no_undefined_names():
     "A notebook can hide a missing import (an unexported cell imported it); the module then breaks on import or use."

@@ -44,7 +44,7 @@ def _check_masks(t, tok):
 @pytest.mark.parametrize("user", ["human", "artifact", "lm", "prompted"])
 def test_masks_and_prefix_property_with_every_user_model(world, user):
     items, ptok, pol, stok, sim = world
-    u = {"human": scripted_human(), "artifact": artifact_simulator(), "lm": LMSimulator(sim, stok, max_new_tokens=12),
+    u = {"human": scripted_human(), "artifact": artifact_simulator(), "lm": LMSimulator(sim, stok, max_new_tokens=12, seed=0),
          "prompted": PromptedSimulator(lambda chats: [o.text for o in sim.generate_chat(chats, 12)])}[user]
     rec = Recording(pol)
     T = rollout(rec, ptok, u, items, G=2, H=2, max_new_tokens=8, seed=1)
@@ -57,7 +57,7 @@ def test_ids_spell_the_chat_template_text(world):
     "With policy text that is valid UTF-8 (a random model's byte fragments cannot be compared as text)."
     items, ptok, pol, stok, sim = world
     texts = ["how many more ?", "what should i change ?", "12 + 7 = 19 . the answer is 19", "doc : the cat is red ."]
-    for user in (scripted_human(), LMSimulator(sim, stok, max_new_tokens=8)):
+    for user in (scripted_human(), LMSimulator(sim, stok, max_new_tokens=8, seed=0)):
       T = rollout(Scripted(ptok, texts), ptok, user, items, G=2, H=4, max_new_tokens=16, seed=2)
       spoke = [t for t in T if any(m["role"] == "assistant" for m in t.messages)]
       assert len(spoke) >= len(T) // 2 and all(t.termination == "user_ended_at_open" for t in T if t not in spoke)
@@ -173,11 +173,11 @@ def test_text_policy_takes_the_policy_prompt(world):
     "The CollabLLM baseline's speaker (`TextPolicy`) opens with the system message and reads JSON replies the same way."
     from calirl.dialogue import converse
     from calirl.prompts import PROACTIVE_SYSTEM, policy_turns
-    from calirl.rollout import TextPolicy
+    from calirl.rollout import Sampling, TextPolicy
     items, ptok, *_ = world
     rec = Recording(Scripted(ptok, ['{"thought": "ask first", "response": "how many more ?"}']))
     rec.tokenizer = ptok
-    T = converse(scripted_human(), TextPolicy(rec, ptok, 32, **policy_turns("proactive")), items[:2], 2, 5)
+    T = converse(scripted_human(), TextPolicy(rec, ptok, Sampling(32, 1.0, 0, **policy_turns("proactive"))), items[:2], 2, 5)
     assert all(ptok.decode(p).startswith("<|im_start|>system\n" + PROACTIVE_SYSTEM) for call in rec.calls for p in call)
     said = [m["content"] for t in T for m in t.messages if m["role"] == "assistant"]
     assert said and set(said) == {"how many more ?"}, said

@@ -1,11 +1,12 @@
-"""Typed setting groups (`calirl.core`): a notebook's GRPO and per-task keys reach the functions that use them as one
-typed, checked value, the same whether built from a profile or from the notebook's parameters, never re-packed by hand."""
-import json, pickle, re
+"""Settings have one home (`settings.ini`, read through the typed `calirl.core.Profile`): no literal copies in notebooks or
+the package, `-p` overrides reach TRL unchanged, and typed groups (GRPO, per-task) reach the functions that use them as one
+checked value, never re-packed by hand."""
+import ast, json, pickle, re
 from dataclasses import replace
 import pytest
 from conftest import ROOT
-from calirl.core import GRPOSettings, PER_TASK_KEYS, PerTask, ProfileError, load_profile
-from calirl.pipeline import declared_parameters, list_notebooks
+from calirl.core import GRPOSettings, PER_TASK_KEYS, PROFILE_KEYS, PerTask, ProfileError, load_profile
+from calirl.pipeline import list_notebooks
 
 SMOKE = load_profile("smoke", ROOT / "settings.ini")
 NOTEBOOKS = {p.stem: p for p in list_notebooks(ROOT)}
@@ -19,24 +20,59 @@ def _code_cells(nb):
             if c["cell_type"] == "code" and "parameters" not in c.get("metadata", {}).get("tags", [])]
 
 
-@pytest.mark.parametrize("name", ["09_grpo", "12_validity", "13_ablation"])
-def test_grpo_settings_same_from_profile_and_notebook(name):
-    params = declared_parameters(NOTEBOOKS[name])
-    fixed = {} if "rollout_backend" in params else {"rollout_backend": "hf"}   # 12 and 13 always generate with HF
-    assert GRPOSettings.of(params, **fixed) == GRPOSettings.of(SMOKE)
+def _literal(node) -> bool:
+    "Whether `node` is a literal other than `None` (a setting's value written in code)."
+    if isinstance(node, ast.Constant) and node.value is None: return False
+    try: ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError): return False
+    return True
 
+def _literal_settings(src:str, where:str) -> list[str]:
+    "Every assignment in `src` of a literal to a name that is a profile key: a second home for a setting's value."
+    tree = ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    out = []
+    for n in ast.walk(tree):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+        value = getattr(n, "value", None)
+        for t in targets:
+            for name in ast.walk(t):
+                if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store) and name.id in PROFILE_KEYS and value is not None and _literal(value):
+                    out.append(f"{where}:{n.lineno}: {ast.unparse(n)[:100]}")
+    return out
 
-@pytest.mark.parametrize("name", ["06_simulator_sft", "09_grpo", "09a_collabllm", "12_validity", "13_ablation"])
-def test_per_task_same_from_profile_and_notebook(name):
-    params = declared_parameters(NOTEBOOKS[name])
-    keys = [k for k in PER_TASK_KEYS if f"{k}_math" in params and f"{k}_docedit" in params]
-    assert keys
-    for k in keys: assert PerTask.of(params, k) == PerTask.of(SMOKE, k)
+ALLOWED = {"04c_base_policy.ipynb:3: device = 'cpu'"}   # a stub model's `.device` attribute in a demo, not the run's setting
+
+def test_no_setting_is_written_outside_settings_ini():
+    "No notebook cell (parameters cells included) and no package module assigns a literal to a profile key's name: values live in settings.ini."
+    bad = []
+    for nb in list_notebooks(ROOT):
+        for c in json.loads(nb.read_text())["cells"]:
+            if c["cell_type"] == "code": bad += _literal_settings("".join(c["source"]), nb.name)
+    for m in sorted((ROOT / "calirl").glob("*.py")): bad += _literal_settings(m.read_text(), m.name)
+    bad = [b for b in bad if b not in ALLOWED]
+    assert not bad, "settings written as literals (read them from the profile instead):\n" + "\n".join(bad)
+
+def test_the_check_finds_a_literal_setting():
+    assert _literal_settings("grpo_lr = 1e-4\nx = 3\nG: int = 8\nseed = None\nH = prof.H", "t") == ["t:1: grpo_lr = 0.0001", "t:3: G: int = 8"]
+
+def test_a_p_override_reaches_trl_unchanged(tmp_path):
+    "`calirl reproduce -p KEY=VALUE` → the plan's papermill parameters → the notebook's profile → `GRPOSettings` → TRL's `GRPOConfig`."
+    from calirl.core import notebook_profile, parse_overrides
+    from calirl.grpo import grpo_config
+    from calirl.pipeline import make_plan
+    _, steps = make_plan(ROOT, "smoke", parse_overrides(["grpo_lr=0.000123", "eps_high=0.31", "adam_beta2=0.97", "G=2", "grpo_batch=6"]))
+    params = next(s for s in steps if s.name == "09_grpo").params
+    assert params["profile"] == "smoke" and params["overrides"] == {"grpo_lr": "0.000123", "eps_high": "0.31", "adam_beta2": "0.97", "G": "2", "grpo_batch": "6"}
+    prof = notebook_profile(params["profile"], params["overrides"], ROOT / "nbs")          # the notebook's own cell, as the kernel runs it
+    assert "settings = GRPOSettings.of(prof)" in "".join(_code_cells(NOTEBOOKS["09_grpo"]))  # and 09 builds its settings from it
+    cfg = grpo_config(str(tmp_path), 2, GRPOSettings.of(prof))
+    assert (cfg.learning_rate, cfg.epsilon_high, cfg.adam_beta2, cfg.num_generations) == (0.000123, 0.31, 0.97, 2)
+    assert cfg.epsilon == SMOKE.eps_low and cfg.beta == SMOKE.kl_beta                      # the keys not overridden: [smoke]'s
 
 
 def test_bad_values_are_refused_with_the_schema_message():
     params = {k: getattr(SMOKE, k) for k in GRPO_KEYS + ["rollout_backend", "max_len_math", "max_len_docedit"]}
-    with pytest.raises(ProfileError, match=r"notebook parameters: `grpo_lr` = 0.0 is out of range \(0, 1\]"):
+    with pytest.raises(ProfileError, match=r"settings: `grpo_lr` = 0.0 is out of range \(0, 1\]"):
         GRPOSettings.of({**params, "grpo_lr": 0.0})
     with pytest.raises(ProfileError, match="`G` must be an integer"):
         GRPOSettings.of({**params, "G": "4"})
