@@ -75,7 +75,7 @@ def _injected(run_dir:Path) -> tuple[str|None, dict]:
     return None, {}
 
 def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
-    "The profile keys the notebooks of `run_dir` read (their records' `reads`; every key if none says), with the values of the run's profile and overrides from `settings`, in `PROFILE_KEYS` order."
+    "The profile keys the notebooks of `run_dir` read (the `reads` of their records that finished `ok`; every key for one that predates `reads`), with the values of the run's profile and overrides from `settings`, in `PROFILE_KEYS` order."
     from calirl.core import load_profile
     run_dir = Path(run_dir)
     name, overrides = _injected(run_dir)
@@ -83,9 +83,10 @@ def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
     prof = load_profile(name, settings, overrides)
     reads = set()
     for rec in (run_dir / "notebooks").glob("*.run.json"):
-        try: r = json.loads(rec.read_text()).get("reads")
-        except (OSError, ValueError, AttributeError): r = None
-        reads |= set(PROFILE_KEYS) if r is None else set(r)
+        try: e = json.loads(rec.read_text())
+        except (OSError, ValueError): continue
+        if not isinstance(e, dict) or e.get("status") != "ok": continue      # e.g. this report's own notebook, still running
+        reads |= set(PROFILE_KEYS) if e.get("reads") is None else set(e["reads"])
     return {k: getattr(prof, k) for k in PROFILE_KEYS if k in reads}
 
 # %% ../nbs/14_report.ipynb #a5c7499f
