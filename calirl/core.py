@@ -421,12 +421,12 @@ class PerTask(Mapping):
 PATH_KEYS = ("data_source", "standins", "accelerate_config")                          # project paths
 LOCAL_MODEL_KEYS = ("policy_model", "simulator_model", "oracle_model", "judge_model")   # `./…`: a project folder; else a hub id
 
-def project_root(start:str|Path|None=None) -> Path:
-    "The nearest folder at or above `start` (default: the working folder) that holds `settings.ini`."
+def project_root(start:str|Path|None=None, holds:tuple=("settings.ini",)) -> Path:
+    "The nearest folder at or above `start` (default: the working folder) that holds every name in `holds`."
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
-        if (d / "settings.ini").is_file(): return d
-    raise ProfileError(f"no settings.ini at or above {here}; run inside a calirl project (`calirl init DIR` makes one)")
+        if all((d / n).exists() for n in holds): return d
+    raise ProfileError(f"no {' and '.join(holds)} at or above {here}; run inside a calirl project (`calirl init DIR` makes one)")
 
 def in_project(prof:Profile, root:str|Path) -> Profile:
     "`prof` with its project paths and `./…` model names made absolute under project `root`."
@@ -442,6 +442,7 @@ def _plain_profile(values:dict) -> Profile: return Profile(**values)
 
 def _write_reads(keys:list[str], path:str) -> None:
     "Write the list `keys` to `path` as JSON, whole or not at all (a temporary renamed into place)."
+    # not `calirl.artifacts.save_json`: that module imports this one, and a notebook's reads are one small flat file
     tmp = f"{path}.tmp-{os.getpid()}"
     Path(tmp).write_text(json.dumps(keys))
     os.replace(tmp, path)

@@ -19,7 +19,7 @@ import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from .core import PROFILE_KEYS, READS_ENV, Profile, load_profile
+from .core import PROFILE_KEYS, READS_ENV, Profile, ProfileError, load_profile, project_root
 from .artifacts import ARTIFACTS, save_json, save_table
 from .tasks import world_refusal
 
@@ -31,10 +31,9 @@ NB_PATTERN = re.compile(r"^(\d\d[a-z]?)_(\w+)\.ipynb$")
 
 def find_project(start:str|Path|None=None) -> Path:
     "The project root: the first folder from `start` (default: cwd) upward with `settings.ini` and `nbs/`."
-    here = Path(start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "settings.ini").is_file() and (d / "nbs").is_dir(): return d
-    raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {here}; "
+    try: return project_root(start, ("settings.ini", "nbs"))
+    except ProfileError: pass
+    raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {Path(start or Path.cwd()).resolve()}; "
                         "create one with `calirl init DIR`, run from a clone of the repository, or pass --root")
 
 def list_notebooks(root:str|Path) -> list[Path]:

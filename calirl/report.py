@@ -17,7 +17,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import PROFILE_KEYS
+from .core import PROFILE_KEYS, load_profile
+from .pipeline import recorded_state
 
 # %% ../nbs/14_report.ipynb #bdf21ee1
 STACK = ("torch", "transformers", "trl", "datasets", "accelerate", "peft", "tokenizers", "numpy", "pandas", "scipy",
@@ -76,16 +77,12 @@ def _injected(run_dir:Path) -> tuple[str|None, dict]:
 
 def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
     "The profile keys the notebooks of `run_dir` read (the `reads` of their records that finished `ok`; every key for one that predates `reads`), with the values of the run's profile and overrides from `settings`, in `PROFILE_KEYS` order."
-    from calirl.core import load_profile
-    run_dir = Path(run_dir)
-    name, overrides = _injected(run_dir)
+    name, overrides = _injected(Path(run_dir))
     if name is None: return {}
     prof = load_profile(name, settings, overrides)
     reads = set()
-    for rec in (run_dir / "notebooks").glob("*.run.json"):
-        try: e = json.loads(rec.read_text())
-        except (OSError, ValueError): continue
-        if not isinstance(e, dict) or e.get("status") != "ok": continue      # e.g. this report's own notebook, still running
+    for e in recorded_state(run_dir).values():
+        if e["status"] != "ok": continue                                    # e.g. this report's own notebook, still running
         reads |= set(PROFILE_KEYS) if e.get("reads") is None else set(e["reads"])
     return {k: getattr(prof, k) for k in PROFILE_KEYS if k in reads}
 
