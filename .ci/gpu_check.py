@@ -58,7 +58,7 @@ def rollout_throughput(n:int=256, new:int=64) -> None:
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
     items = tiny_items("math-chat", "train", 64, 0)
-    tok = train_tokenizer(world_corpus(items, 0, H=2), 1024)
+    tok = train_tokenizer(world_corpus(items, 0, turns=2), 1024)
     model, tok = build_tiny_model(tok, "qwen2", 128, 2, role="policy", seed=0)
     prompts = [tok.apply_chat_template([{"role": "user", "content": it.x}], add_generation_prompt=True, return_dict=False)
                for it in (items * (n // len(items) + 1))[:n]]

@@ -202,7 +202,8 @@ def run_cell(spec:CellSpec) -> dict:
     k = max(1, len(log) // 5)
     t_train = time.time() - t0
     pol = HFBackend(tr.model.eval(), tok)
-    ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s)
+    ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s,
+                                      policy_prompt=g.policy_prompt)
     _, real = ev(make_user(**spec.real_user))
     T_sim, sim = ev(mk())
     last = lambda key: float(np.mean([h[key] for h in log[-k:] if key in h])) if any(key in h for h in log[-k:]) else math.nan

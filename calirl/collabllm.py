@@ -90,7 +90,7 @@ def conversation_reward(item:TaskItem, messages:list, acts:list[list[str]], star
 
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[Chat], states:list[dict], windows:list[int],
-                   max_new_tokens:int, temperature:float=1.0, seed:int=0, max_len:int|None=None, policy_prompt:str="plain") -> tuple[list, list]:
+                   max_new_tokens:int, temperature:float, seed:int, max_len:int|None, policy_prompt:str) -> tuple[list, list]:
     "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn (the policy prompted as `policy_prompt` says)."
     convs = [Conversation(it.item_id, it.task, messages=[dict(m) for m in c]) for it, c in zip(items, chats)]
     speaker = TextPolicy(policy, tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len, **policy_turns(policy_prompt)))
@@ -100,7 +100,7 @@ def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[Chat], st
 # %% ../nbs/09a_collabllm.ipynb #318ee5e6
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
-                            weights:dict|None=None, max_len:int|None=None, policy_prompt:str="plain", judge="verifier") -> list[dict]:
+                            weights:dict|None=None, max_len:int|None=None, *, policy_prompt:str, judge="verifier") -> list[dict]:
     "MR of each job {item, context, acts, response}: the mean R* over `samples` continuations (to the end, or `window` rounds), scored by `judge`."
     weights = weights or MR_WEIGHTS
     if window is None and H is None: raise ValueError("forward sampling to the end of the conversation needs the turn cap H")
@@ -173,8 +173,8 @@ def sample_contexts(contexts:list[dict], n:int, tasks:list[str], seed:int=0) -> 
     return out
 
 # %% ../nbs/09a_collabllm.ipynb #bc381652
-def mr_pairs(policy, tok, user, ctxs:list[dict], G:int, max_new_tokens:int, temperature:float, H:int, seed:int=0,
-             max_len:int|None=None, policy_prompt:str="plain", judge="verifier", samples:int=MR_SAMPLES) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+def mr_pairs(policy, tok, user, ctxs:list[dict], G:int, max_new_tokens:int, temperature:float, H:int, seed:int,
+             max_len:int|None, policy_prompt:str, judge="verifier", samples:int=MR_SAMPLES) -> tuple[pd.DataFrame, pd.DataFrame, list]:
     "CollabLLM's offline data for contexts `ctxs`: (preference pairs, every candidate with its MR and pick, each context continued by its chosen reply)."
     turns = policy_turns(policy_prompt)
     head = [{"role": "system", "content": turns["system"]}] if turns["system"] else []
@@ -198,8 +198,8 @@ def mr_pairs(policy, tok, user, ctxs:list[dict], G:int, max_new_tokens:int, temp
     return pd.DataFrame(rows, columns=PAIR_COLUMNS), cands, chats
 
 # %% ../nbs/09a_collabllm.ipynb #5cf31bda
-def pair_check(policy, tok, user, ctxs:list[dict], cands:pd.DataFrame, max_new_tokens:int, temperature:float, H:int, seed:int=0,
-               max_len:int|None=None, policy_prompt:str="plain", judge="verifier", samples:int=MR_SAMPLES) -> pd.DataFrame:
+def pair_check(policy, tok, user, ctxs:list[dict], cands:pd.DataFrame, max_new_tokens:int, temperature:float, H:int, seed:int,
+               max_len:int|None, policy_prompt:str, judge="verifier", samples:int=MR_SAMPLES) -> pd.DataFrame:
     "Each pair of `cands` (from `mr_pairs` on `ctxs`) continued to the end with `user`: the mean return (task score − token cost) of its chosen and rejected reply."
     no_int = {t: replace(w, interact=0.0) for t, w in MR_WEIGHTS.items()}
     picked = cands[cands.pick != ""].sort_values(["context_id", "pick"])          # per context: chosen, then rejected

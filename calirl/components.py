@@ -73,13 +73,13 @@ def task_models(source:str|Path) -> dict[str, str] | None:
     if not p.is_dir() or (p / "config.json").exists() or (p / "SOURCE").is_file(): return None
     return {t: folder_source(p / t) for t in TASKS if (p / t).is_dir()} or None
 
-def build_lm_simulator(source:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", max_new_tokens:int=48,
+def build_lm_simulator(source:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", *, max_new_tokens:int,
                        temperature:float=1.0, name:str="lm-simulator", seed:int=0, cache:dict|None=None) -> LMSimulator | ByTask:
     "A language model playing the user from the goal-guided context, on `hf` or `vllm` (it needs token ids); a folder of one model per task gives one per task (`ByTask`)."
     if backend not in ("hf", "vllm"):
         raise ComponentError(f"an lm-simulator renders token ids with its own chat template: its backend must be hf or vllm, got {backend!r}")
     if parts := task_models(source):
-        return ByTask({t: build_lm_simulator(s, backend, device, dtype, max_new_tokens, temperature, f"{name}:{t}", seed, cache) for t, s in parts.items()}, name)
+        return ByTask({t: build_lm_simulator(s, backend, device, dtype, max_new_tokens=max_new_tokens, temperature=temperature, name=f"{name}:{t}", seed=seed, cache=cache) for t, s in parts.items()}, name)
     b = generation_backend(source, backend, device, dtype, cache=cache)
     return LMSimulator(b, b.tokenizer, max_new_tokens=max_new_tokens, temperature=temperature, name=name, seed=seed)
 
@@ -101,7 +101,7 @@ class ChatGenerate:
 
 # %% ../nbs/05a_components.ipynb #b3c4c909
 def build_prompted(model:str|Path, backend:str="openai", base_url:str="", device:str="auto", dtype:str="auto",
-                   max_new_tokens:int=512, temperature:float=1.0, name:str="prompted-simulator", seed:int|None=None,
+                   *, max_new_tokens:int, temperature:float=1.0, name:str="prompted-simulator", seed:int|None=None,
                    cache:dict|None=None) -> PromptedSimulator:
     "A chat model prompted with the App. C.1 user-simulator prompt, on any backend."
     b = generation_backend(model, backend, device, dtype, base_url, cache)
@@ -122,7 +122,7 @@ def build_verifier(cache:dict|None=None) -> str:
     return "verifier"
 
 def build_llm_judge(model:str|Path, backend:str="openai", base_url:str="", device:str="auto", dtype:str="auto",
-                    max_new_tokens:int=512, temperature:float=0.0, cache:dict|None=None) -> ChatGenerate:
+                    *, max_new_tokens:int, temperature:float=0.0, cache:dict|None=None) -> ChatGenerate:
     "A chat model judging accuracy with the App. C.3 prompt: `judge(chats) -> texts`."
     return ChatGenerate(generation_backend(model, backend, device, dtype, base_url, cache), max_new_tokens, temperature)
 

@@ -47,7 +47,7 @@ def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFram
     return pd.DataFrame(rows)
 
 def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int, judge="verifier",
-                    policy_prompt:str="plain"):
+                    *, policy_prompt:str):
     "Conversations of `policy` (prompted as `policy_prompt` says) with the evaluation `user` on `items`, scored: (conversations, DataFrame)."
     T = rollout(policy, tok, user, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **policy_turns(policy_prompt))
     return T, score_conversations(T, {it.item_id: it for it in items}, judge)

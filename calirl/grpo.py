@@ -48,7 +48,7 @@ def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
 
 # %% ../nbs/09_grpo.ipynb #80b300b3
 def clipped_objective(logp:torch.Tensor, logp_old:torch.Tensor, A:torch.Tensor, m:torch.Tensor,
-                      eps_low:float=0.2, eps_high:float=0.28) -> tuple[torch.Tensor, torch.Tensor]:
+                      eps_low:float, eps_high:float) -> tuple[torch.Tensor, torch.Tensor]:
     "The token-level clipped GRPO loss and the clip fraction over masked-in tokens."
     r = torch.exp(logp - logp_old)                                        # (B, T)
     A = A.unsqueeze(1)                                                    # (B, 1)
@@ -71,7 +71,7 @@ def _ref_logps(model, prompts:list[list[int]], comps:list[list[int]], pad_id:int
     return lp, att[:, P:].float()
 
 # %% ../nbs/09_grpo.ipynb #9e3a1efd
-def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:float=0.28, temperature:float=1.0,
+def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float, eps_high:float, temperature:float=1.0,
                      mask_truncated:bool=False, noise:float=0.3, seed:int=0, chunk:int=0) -> dict:
     "Max abs differences between TRL's GRPO advantages/loss/gradients and the reference on one constructed `batch` (`chunk`: `use_length_chunks`)."
     from datasets import Dataset
@@ -112,7 +112,7 @@ def compare_with_trl(model, tok, batch:dict, G:int, eps_low:float=0.2, eps_high:
                 clip_fraction=clip.item(), mask=(out["completion_mask"] * out["tool_mask"] - m).abs().max().item())
 
 # %% ../nbs/09_grpo.ipynb #8beed736
-def edge_case_batch(tok, G:int=4, seed:int=0) -> dict:
+def edge_case_batch(tok, G:int, seed:int=0) -> dict:
     "Two groups of `G` multi-turn rows with a zero-variance group, an unscorable reward, a fully masked row, a truncated row."
     import random
     rng, eos = random.Random(seed), tok.eos_token_id

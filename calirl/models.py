@@ -32,7 +32,7 @@ QWEN2_PRETOKENIZE = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\
                      r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")   # transformers' Qwen2Tokenizer regex, verbatim
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
-def train_tokenizer(texts:Iterable[str], vocab_size:int=1024, min_frequency:int=1) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts:Iterable[str], vocab_size:int, min_frequency:int=1) -> PreTrainedTokenizerFast:
     "Train a byte-level BPE on `texts`, Qwen2-compatible, with ChatML specials and `[[TERMINATE CHAT]]` as one token."
     tk = Tokenizer(tk_models.BPE())
     tk.normalizer = normalizers.NFC()
@@ -120,7 +120,7 @@ def turn_end_ids(tokenizer) -> list[int]:
 # %% ../nbs/04_models.ipynb #c553cd28
 ARCHS = ("qwen2", "gemma3")
 
-def tiny_config(arch:str="qwen2", hidden:int=128, layers:int=2, vocab_size:int=1024, eos_token_id:int|None=None,
+def tiny_config(arch:str, hidden:int, layers:int, vocab_size:int, eos_token_id:int|None=None,
                 pad_token_id:int|None=None, max_positions:int=4096):
     "A transformers config for a tiny `arch` model: `hidden` wide, `layers` deep, heads of 32."
     from transformers import Gemma3TextConfig, Qwen2Config
@@ -294,7 +294,7 @@ def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layer
     model.generation_config.update(**STANDIN_SAMPLING)             # as the hub's chat models: a served stand-in samples when asked to
     return save_model(model.eval(), tok, path, check_texts=("12 + 7 = 19 . the answer is 19",))
 
-def build_standins(folder:str|Path, n_items:int, hidden:int=32, layers:int=1, vocab_size:int=512, seed:int=0) -> Path:
+def build_standins(folder:str|Path, n_items:int, hidden:int, layers:int, vocab_size:int, seed:int=0) -> Path:
     "Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if built alike."
     from calirl.tasks import TASKS, tiny_items, write_collabllm_fixture
     folder = Path(folder)

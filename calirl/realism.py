@@ -501,7 +501,7 @@ def _mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="veri
 def realism_report(users:dict,                        # name -> user model (`respond(items, chats, states)`)
                    items:list[TaskItem],               # tiny-world items the conversations are about
                    real_user,                          # the real user (the tiny world: the scripted human)
-                   H:int=3,                            # max assistant turns per conversation
+                   H:int,                              # max assistant turns per conversation
                    n_samples:int=8,                    # next-message samples per history and model, for δ̂
                    seed:int=0,
                    n_hist:int|None=None,               # conversations whose prefixes are δ̂'s histories (None: all)

@@ -125,7 +125,7 @@ class PolicySpeaker:
         return texts
 
 # %% ../nbs/05_rollout.ipynb #5826776f
-def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int=1, H:int=7, max_new_tokens:int=48,
+def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int, H:int, max_new_tokens:int,
             temperature:float=1.0, top_p:float=1.0, seed:int=0, max_len:int|None=None, policy_format:str="plain",
             system:str|None=None, stats:ParseStats|None=None) -> list[Conversation]:
     "Run `G` conversations per item between `policy` and `user`; at most `H` policy turns each."
@@ -307,7 +307,7 @@ def decode_options(model, tok, prompts:list[list[int]], max_new_tokens:int, repe
     return out
 
 # %% ../nbs/05_rollout.ipynb #33cc8be6
-def bench_rollout(n:int=64, H:int=3, max_new_tokens:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print) -> dict:
+def bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int=0, repeats:int=2, log=print) -> dict:
     "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, on one BLAS thread: medians over `repeats` `interleaved` rounds; a dict."
     from calirl.runtime import one_thread
     with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, repeats, log)

@@ -19,8 +19,8 @@ from .models import build_tiny_model, load_model, simulator_template, with_role
 from .dialogue import Chat
 
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
-def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int=0,
-                  ask_share:float=0.0, max_len:int|None=None, policy_prompt:str="plain"):
+def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int,
+                  ask_share:float, max_len:int|None, policy_prompt:str):
     "Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the `PerfectAsker` around `policy`, the rest with `policy` alone."
     from calirl.base_policy import PerfectAsker
     from calirl.dialogue import converse

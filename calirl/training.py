@@ -269,7 +269,7 @@ def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:flo
 
 # %% ../nbs/04b_training.ipynb #4bc4a529
 def _dpo_trainer(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
-                 seed:int=0, device:str="cpu", dtype:str="float32", scheduler:str="linear", precompute_ref:bool=False, processes:int=1,
+                 seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False, processes:int=1,
                  report_to="none", logs_dir:str|Path|None=None):
     "TRL's DPOTrainer for `dpo_train` and its tokenizer: `batch_size` pairs per step over all `processes`."
     from datasets import Dataset
@@ -296,7 +296,7 @@ def _dpo_job(job:dict) -> list[dict]:
     return [h for h in tr.state.log_history if "loss" in h]
 
 def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
-              seed:int=0, device:str="cpu", dtype:str="float32", scheduler:str="linear", precompute_ref:bool=False,
+              seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False,
               processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None, report_to="none", logs_dir:str|Path|None=None,
               threads:int=0):
     "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; reference = that model, frozen."

@@ -318,10 +318,10 @@ def side_by_side(item:TaskItem, assistant_turns:list[str], users:list, seed:int=
     return pd.DataFrame({"assistant": ["(opening)"] + assistant_turns, **cols})
 
 # %% ../nbs/03_users.ipynb #1848b069
-def world_corpus(items:list[TaskItem], seed:int=0, H:int=7) -> list[str]:
-    "Every message of scripted conversations on `items` (both user models, several assistants)."
+def world_corpus(items:list[TaskItem], seed:int=0, turns:int=7) -> list[str]:
+    "Every message of scripted conversations on `items` (both user models, several assistants; up to `turns` assistant turns each): a tokenizer's corpus."
     texts = []
     for k, (ask, slip) in enumerate([(0.0, 0.3), (0.5, 0.1), (1.0, 0.0)]):
         for u in (scripted_human(), artifact_simulator()):
-            texts += [m["content"] for d in converse(u, ScriptedAssistant(ask, slip), items, H, seed + k) for m in d.messages]
+            texts += [m["content"] for d in converse(u, ScriptedAssistant(ask, slip), items, turns, seed + k) for m in d.messages]
     return texts

@@ -205,7 +205,7 @@ def parse_labels(text, allowed) -> tuple[frozenset, str]:
     return (found, "names") if found else (frozenset(), "unparsed")
 
 # %% ../nbs/12_validity.ipynb #01d3b241
-def backend_generate(backend, max_new_tokens:int=64, temperature:float=0.0, seed:int=0) -> Callable:
+def backend_generate(backend, max_new_tokens:int, temperature:float=0.0, seed:int=0) -> Callable:
     "A `generate(prompts) -> texts` over any calirl backend's `generate_chat`, one user message per prompt."
     return lambda prompts: [c.text for c in backend.generate_chat([[{"role": "user", "content": p}] for p in prompts],
                                                                   max_new_tokens, temperature, seed=seed)]
@@ -287,12 +287,12 @@ def snapshot_callback(steps:list[int], tok, out_dir:str|Path):
     return Snapshots()
 
 # %% ../nbs/12_validity.ipynb #5a3cd70c
-def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judge) -> list[tuple]:
+def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judge, policy_prompt) -> list[tuple]:
     "(item_id, task, messages, user_acts, score) of an LM policy `member` = (model, tok), through the rollout engine."
     from calirl.backends import HFBackend
     from calirl.evaluate import evaluate_policy
     model, tok = member
-    T, df = evaluate_policy(HFBackend(model, tok), tok, user, items, H, max_new_tokens, temperature, seed=seed, judge=judge)
+    T, df = evaluate_policy(HFBackend(model, tok), tok, user, items, H, max_new_tokens, temperature, seed=seed, judge=judge, policy_prompt=policy_prompt)
     return [(t.item_id, t.task, t.messages, t.user_acts, r["score"]) for t, r in zip(T, df.to_dict("records"))]
 
 def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
@@ -305,15 +305,15 @@ def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
 
 # %% ../nbs/12_validity.ipynb #b83489cc
 def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
-                 annotate:Callable=text_annotator, judge="verifier", log=print) -> tuple[pd.DataFrame, dict]:
-    "Sessions of every policy (`name -> () -> (model, tok)` or a scripted assistant) with every user model (`name -> () -> user`), scored and annotated."
+                 annotate:Callable=text_annotator, judge="verifier", log=print, *, policy_prompt:str) -> tuple[pd.DataFrame, dict]:
+    "Sessions of every policy (`name -> () -> (model, tok)`, prompted as `policy_prompt` says, or a scripted assistant) with every user model (`name -> () -> user`), scored and annotated."
     by_id, rows, transcripts = {it.item_id: it for it in items}, [], {}
     for pname, load in zoo.items():
         t0 = time.time()
         member = load()
         for uname, make in users.items():
             sessions = _scripted_sessions(member, make(), items, H, seeds.get(uname, 0), judge) if hasattr(member, "act") else \
-                       _lm_sessions(member, make(), items, H, max_new_tokens, temperature, seeds.get(uname, 0), judge)
+                       _lm_sessions(member, make(), items, H, max_new_tokens, temperature, seeds.get(uname, 0), judge, policy_prompt)
             for item_id, task, messages, user_acts, score in sessions:
                 lab, iss = annotate(by_id[item_id], messages)
                 rows.append(dict(policy=pname, user=uname, item_id=item_id, task=task, score=score,

@@ -119,16 +119,16 @@ def test_mr_prefers_asking_and_respects_turn_cap(tok):
     user = artifact_simulator(leak=0.0, accept_wrong=1.0)
     jobs = [dict(item=it, context=ctx, acts=[["open"]], response=r)
             for r in ("how many more did you get ?", f"the answer is {int(it.y_star) + 2}", f"the answer is {it.y_star}")]
-    mr = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs, 16, H=4, seed=0)
+    mr = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs, 16, H=4, seed=0, policy_prompt="plain")
     assert mr[0]["mr"] > mr[2]["mr"] > mr[1]["mr"]
     assert mr[0]["interact"] == 1.0 and mr[2]["interact"] == 0.0 and mr[1]["score"] == 0.0 and all(m["n_scored"] == MR_SAMPLES for m in mr)
-    with pytest.raises(ValueError, match="needs the turn cap H"): multiturn_aware_rewards(Solver(tok, it), tok, user, jobs, 16)
-    two = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs[:1], 16, window=1, H=4)[0]   # a fixed window still works
+    with pytest.raises(ValueError, match="needs the turn cap H"): multiturn_aware_rewards(Solver(tok, it), tok, user, jobs, 16, policy_prompt="plain")
+    two = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs[:1], 16, window=1, H=4, policy_prompt="plain")[0]   # a fixed window still works
     assert two["score"] == 1.0
-    capped = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs[:1], 16, H=1)[0]      # no room after the response
+    capped = multiturn_aware_rewards(Solver(tok, it), tok, user, jobs[:1], 16, H=1, policy_prompt="plain")[0]      # no room after the response
     assert capped["score"] == 0.0 and capped["interact"] == 1.0                              # it asked, and b was withheld
     chats, acts = forward_sample(Solver(tok, it), tok, user, [it], [ctx + [dict(role="assistant", content="how many more ?")]],
-                                 [user_state(it, ctx, [["open"]])], [2], 16)
+                                 [user_state(it, ctx, [["open"]])], [2], 16, 1.0, 0, None, "plain")
     assert acts[0] == [["reveal"], ["accept"]] and [m["role"] for m in chats[0]] == ["user", "assistant", "user", "assistant", "user"]
 
 # ---------------------------------------------------------------- pairs
@@ -198,10 +198,10 @@ def test_pairs_and_their_check_with_the_real_user(tok):
     it = _add_item(); g = it.goal
     ctxs = [dict(item=it, context=_chat(("user", f"{g['name']} has {g['a']} {g['obj']} and gets some more . how many {g['obj']} now ?")), acts=[["open"]])] * 3
     pol = Mixed(tok, it)
-    P, cands, chats = mr_pairs(pol, tok, artifact_simulator(leak=0.0, accept_wrong=1.0), ctxs, 2, 16, 1.0, 4, seed=0)
+    P, cands, chats = mr_pairs(pol, tok, artifact_simulator(leak=0.0, accept_wrong=1.0), ctxs, 2, 16, 1.0, 4, 0, None, "plain")
     assert len(P) == 3 and list(P.columns) == PAIR_COLUMNS and (P.chosen_kind == "ask").all() and (P.rejected_kind == "answer").all()
     assert (cands.pick == "chosen").sum() == 3 and len(cands) == 6 and all(c[-1]["content"] == "how many more ?" for c in chats)
-    check = pair_check(Solver(tok, it), tok, scripted_human(), ctxs, cands, 16, 1.0, 4, seed=0)
+    check = pair_check(Solver(tok, it), tok, scripted_human(), ctxs, cands, 16, 1.0, 4, 0, None, "plain")
     assert len(check) == 3 and check.withheld.all()
     assert (check.return_chosen > check.return_rejected).all()            # the human rejects the wrong guess; asking reaches the answer sooner
     v = pair_verdict(check, 0.6)

@@ -30,7 +30,7 @@ def saved(tmp_path_factory):
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
     items = tiny_items("math-chat", "train", 8, 0) + tiny_items("docedit-chat", "train", 8, 0)
-    tok = train_tokenizer(world_corpus(items[:6], 0, H=2), 400)
+    tok = train_tokenizer(world_corpus(items[:6], 0, turns=2), 400)
     d = tmp_path_factory.mktemp("models")
     policy = save_model(*build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=0), d / "policy")
     sim = save_model(*build_tiny_model(tok, "qwen2", 32, 1, role="simulator", seed=0), d / "simulator")

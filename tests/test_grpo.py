@@ -20,7 +20,7 @@ def tiny():
     from calirl.tasks import tiny_items
     from calirl.users import world_corpus
     items = tiny_items("math-chat", "train", 8, 0) + tiny_items("docedit-chat", "train", 8, 0)
-    tok = train_tokenizer(world_corpus(items[:6], 0, H=2), 400)
+    tok = train_tokenizer(world_corpus(items[:6], 0, turns=2), 400)
     model, tok = build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=0)
     return model, tok, {it.item_id: it for it in items}
 
@@ -94,7 +94,7 @@ def test_vllm_colocate_grpo(tmp_path):
     from calirl.tasks import tiny_items
     from calirl.users import artifact_simulator, world_corpus
     items = {it.item_id: it for it in tiny_items("math-chat", "train", 8, 0)}
-    tok = train_tokenizer(world_corpus(list(items.values())[:6], 0, H=2), 400)
+    tok = train_tokenizer(world_corpus(list(items.values())[:6], 0, turns=2), 400)
     model, tok = build_tiny_model(tok, "qwen2", 64, 2, role="policy", seed=0)
     path = save_model(model, tok, tmp_path / "policy")
     for sleep in (False, True):

@@ -38,12 +38,26 @@ def _literal_settings(src:str, where:str) -> list[str]:
             for name in ast.walk(t):
                 if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Store) and name.id in PROFILE_KEYS and value is not None and _literal(value):
                     out.append(f"{where}:{n.lineno}: {ast.unparse(n)[:100]}")
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            a = n.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
+            for arg, d in pairs:
+                if arg.arg in PROFILE_KEYS and d is not None and _literal(d) and ast.literal_eval(d) not in NEUTRAL.get(arg.arg, ()):
+                    out.append(f"{where}:{n.lineno}: {getattr(n, 'name', 'lambda')}({arg.arg}={ast.unparse(d)})")
     return out
+
+# A function's parameter named after a profile key may default only to a value that says "where and how it runs" for a
+# library caller (the CPU or whatever torch finds, torch's thread count, one process, no tracker, no upstream run) or
+# seed 0; a default that shapes a result (G, H, token budgets, ε, vocabulary, the policy's prompt …) would be a second
+# home for the setting and silently differ from the profile a notebook runs, so those parameters have none.
+NEUTRAL = {"seed": {0}, "device": {"auto", "cpu"}, "dtype": {"auto"}, "threads": {0}, "processes": {0, 1}, "workers": {1},
+           "report_to": {"none"}, "upstream_run": {""}}
 
 ALLOWED = {"04c_base_policy.ipynb:3: device = 'cpu'"}   # a stub model's `.device` attribute in a demo, not the run's setting
 
 def test_no_setting_is_written_outside_settings_ini():
-    "No notebook cell (parameters cells included) and no package module assigns a literal to a profile key's name: values live in settings.ini."
+    "No notebook cell (parameters cells included) and no package module assigns a literal to a profile key's name, or gives a parameter of that name a literal default that is not `NEUTRAL`: values live in settings.ini."
     bad = []
     for nb in list_notebooks(ROOT):
         for c in json.loads(nb.read_text())["cells"]:
@@ -54,6 +68,8 @@ def test_no_setting_is_written_outside_settings_ini():
 
 def test_the_check_finds_a_literal_setting():
     assert _literal_settings("grpo_lr = 1e-4\nx = 3\nG: int = 8\nseed = None\nH = prof.H", "t") == ["t:1: grpo_lr = 0.0001", "t:3: G: int = 8"]
+    src = "def f(x, G:int=8, seed=0, *, H=3, device='auto', max_len=None): pass\ndef g(H, dtype='float32', n=2): pass\nh = lambda policy_prompt='plain': 0"
+    assert _literal_settings(src, "t") == ["t:1: f(G=8)", "t:1: f(H=3)", "t:2: g(dtype='float32')", "t:3: lambda(policy_prompt='plain')"]
 
 def test_a_p_override_reaches_trl_unchanged(tmp_path):
     "`calirl reproduce -p KEY=VALUE` → the plan's papermill parameters → the notebook's profile → `GRPOSettings` → TRL's `GRPOConfig`."
