@@ -43,7 +43,7 @@ def _literal_settings(src:str, where:str) -> list[str]:
             positional = a.posonlyargs + a.args
             pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
             for arg, d in pairs:
-                if arg.arg in PROFILE_KEYS and d is not None and _literal(d) and ast.literal_eval(d) not in NEUTRAL.get(arg.arg, ()):
+                if arg.arg in PROFILE_KEYS and d is not None and _literal(d) and not _neutral(arg.arg, ast.literal_eval(d)):
                     out.append(f"{where}:{n.lineno}: {getattr(n, 'name', 'lambda')}({arg.arg}={ast.unparse(d)})")
     return out
 
@@ -53,6 +53,10 @@ def _literal_settings(src:str, where:str) -> list[str]:
 # home for the setting and silently differ from the profile a notebook runs, so those parameters have none.
 NEUTRAL = {"seed": {0}, "device": {"auto", "cpu"}, "dtype": {"auto"}, "threads": {0}, "processes": {0, 1}, "workers": {1},
            "report_to": {"none"}, "upstream_run": {""}}
+
+def _neutral(key:str, value) -> bool:
+    "Whether `value` (any literal, lists included) is one of `key`'s `NEUTRAL` defaults, of the same type (`True` is not `1`)."
+    return any(type(value) is type(v) and value == v for v in NEUTRAL.get(key, ()))
 
 ALLOWED = {"04c_base_policy.ipynb:3: device = 'cpu'"}   # a stub model's `.device` attribute in a demo, not the run's setting
 
@@ -68,8 +72,9 @@ def test_no_setting_is_written_outside_settings_ini():
 
 def test_the_check_finds_a_literal_setting():
     assert _literal_settings("grpo_lr = 1e-4\nx = 3\nG: int = 8\nseed = None\nH = prof.H", "t") == ["t:1: grpo_lr = 0.0001", "t:3: G: int = 8"]
-    src = "def f(x, G:int=8, seed=0, *, H=3, device='auto', max_len=None): pass\ndef g(H, dtype='float32', n=2): pass\nh = lambda policy_prompt='plain': 0"
-    assert _literal_settings(src, "t") == ["t:1: f(G=8)", "t:1: f(H=3)", "t:2: g(dtype='float32')", "t:3: lambda(policy_prompt='plain')"]
+    src = "def f(x, G:int=8, seed=0, *, H=3, device='auto', max_len=None): pass\ndef g(H, dtype='float32', n=2): pass\nh = lambda policy_prompt='plain': 0\ndef k(report_to=['wandb'], processes=True): pass"
+    assert sorted(_literal_settings(src, "t")) == ["t:1: f(G=8)", "t:1: f(H=3)", "t:2: g(dtype='float32')", "t:3: lambda(policy_prompt='plain')",
+                                                   "t:4: k(processes=True)", "t:4: k(report_to=['wandb'])"]
 
 def test_a_p_override_reaches_trl_unchanged(tmp_path):
     "`calirl reproduce -p KEY=VALUE` → the plan's papermill parameters → the notebook's profile → `GRPOSettings` → TRL's `GRPOConfig`."
