@@ -32,9 +32,8 @@ NB_PATTERN = re.compile(r"^(\d\d[a-z]?)_(\w+)\.ipynb$")
 def find_project(start:str|Path|None=None) -> Path:
     "The project root: the first folder from `start` (default: cwd) upward with `settings.ini` and `nbs/`."
     try: return project_root(start, ("settings.ini", "nbs"))
-    except ProfileError: pass
-    raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {Path(start or Path.cwd()).resolve()}; "
-                        "create one with `calirl init DIR`, run from a clone of the repository, or pass --root")
+    except ProfileError: raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {Path(start or Path.cwd()).resolve()}; "
+                                             "create one with `calirl init DIR`, run from a clone of the repository, or pass --root") from None
 
 def list_notebooks(root:str|Path) -> list[Path]:
     "The pipeline's notebooks under `root/nbs`, in run order."
