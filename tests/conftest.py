@@ -32,8 +32,15 @@ def project(tmp_path) -> Path:
     return copy_project(tmp_path / "proj")
 
 _BG = {}   # fixture name -> the background reproduction it waits for: project, process, log files
-BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, folder prefix)
+# The notebooks whose float checks depend on the tiny model's size: the suite runs them at the main job's sizes
+# (`[tiny]`), once with this machine's own kernels and once with MKL and ATen pinned to their most generic code paths,
+# which stands in for a CPU whose SIMD kernels add in another order (an AVX2 machine and an AVX-512 one differ so).
+TINY_SIZE_NOTEBOOKS = ["04_models", "04a_backends"]
+GENERIC_KERNELS = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, folder prefix[, environment])
     "smoke_reproduction": ("smoke", [], "calirl-smoke-"),
+    "tiny_sizes_native": ("tiny", ["--only", *TINY_SIZE_NOTEBOOKS], "calirl-tiny-native-"),
+    "tiny_sizes_generic_kernels": ("tiny", ["--only", *TINY_SIZE_NOTEBOOKS], "calirl-tiny-generic-", GENERIC_KERNELS),
     # the paper's code path on stand-ins: the notebooks that make or read its models, data and endpoint (the library
     # notebooks run the same code in smoke); its endpoint on a free port, so that nothing else can answer in its place
     "paper_mini_reproduction": ("paper-mini", ["--only", "04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "10", "11", "14"],
@@ -47,13 +54,14 @@ def pytest_collection_modifyitems(session, config, items):
     needs = lambda it: any(f in getattr(it, "fixturenames", ()) for f in BACKGROUND)
     items[:] = [it for it in items if not needs(it)] + [it for it in items if needs(it)]   # stable: each group keeps its order
     import tempfile
-    for fixture, (prof, extra, prefix) in BACKGROUND.items():
+    for fixture, (prof, extra, prefix, *env) in BACKGROUND.items():
         if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
         root = Path(tempfile.mkdtemp(prefix=prefix))
         proj = copy_project(root / "proj")
         if prof == "paper-mini": extra = extra + ["-p", f"openai_base_url=http://127.0.0.1:{free_port()}/v1"]
         out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
-        proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", prof, *extra], cwd=proj, stdout=out, stderr=err, text=True)
+        proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", prof, *extra], cwd=proj, stdout=out, stderr=err, text=True,
+                                env={**os.environ, **(env[0] if env else {})})
         _BG[fixture] = dict(root=root, proj=proj, proc=proc, out=out, err=err)
 
 def pytest_sessionfinish(session, exitstatus):
@@ -80,6 +88,16 @@ def _wait(fixture:str, timeout:int=900):
 def smoke_reproduction():
     "One real `calirl reproduce --profile smoke` of the whole pipeline, started in the background at collection and shared by the tests that inspect it."
     return _wait("smoke_reproduction")
+
+@pytest.fixture(scope="session")
+def tiny_sizes_native():
+    "`calirl reproduce --profile tiny` of the notebooks whose float checks depend on the model's size, with this machine's kernels."
+    return _wait("tiny_sizes_native")
+
+@pytest.fixture(scope="session")
+def tiny_sizes_generic_kernels():
+    "The same notebooks at the tiny sizes with MKL and ATen pinned to their generic kernels: another CPU's rounding."
+    return _wait("tiny_sizes_generic_kernels")
 
 @pytest.fixture(scope="session")
 def paper_mini_reproduction():

@@ -1,4 +1,5 @@
 """The artifact ablation's parts: one knob per artifact, strength 0 = the real user, the reward-path switch, the theory helpers."""
+# tolerances: float64 arithmetic on a handful of values ≤ 10 (rounding ≲ 1e-14): math.isclose's and np.allclose's defaults (1e-9 / 1e-8)
 import math
 import numpy as np
 import pandas as pd

@@ -1,10 +1,14 @@
 """Generation backends: HF log-probabilities and left padding, vLLM (GPU only), and the OpenAI-compatible HTTP
 client against local stub servers and a real `transformers serve` on 127.0.0.1."""
+# tolerances: a reloaded model is compared bit for bit (same weights, kernels, shapes); log-probabilities from two ways of
+# computing them, within the rounding of the model's sums in another order (`calirl.runtime.assert_order_close`); vLLM's
+# (GPU, its own kernels and precision) within 2e-2, a check that it scores the tokens it drew, not a rounding bound
 import http.server, importlib.util, json, logging, os, shutil, signal, socket, subprocess, threading, time, traceback, types, urllib.request
 import pytest, torch
 from conftest import BIN, free_port
 from transformers.utils import logging as hf_logging
-from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer, with_role
+from calirl.models import build_tiny_model, forward_reduction, load_model, save_model, train_tokenizer, with_role
+from calirl.runtime import assert_order_close
 from calirl import backends
 from calirl.backends import BackendError, Completion, HFBackend, OpenAIBackend, VLLMBackend, chat_prompt_ids
 
@@ -52,22 +56,28 @@ def test_saved_model_and_tokenizer_reload_as_themselves(tmp_path, tok, arch, rol
         assert t("12 + 7 = 19 [[TERMINATE CHAT]]").input_ids == tok("12 + 7 = 19 [[TERMINATE CHAT]]").input_ids
         assert t.apply_chat_template(chat, return_dict=False) == rtok.apply_chat_template(chat, return_dict=False)
     x = torch.tensor([tok("12 + 7 = 19").input_ids])                       # (1, T)
-    with torch.no_grad(): torch.testing.assert_close(loaded(x).logits, model(x).logits)   # (1, T, V)
+    with torch.no_grad(): torch.testing.assert_close(loaded(x).logits, model(x).logits, rtol=0, atol=0)   # (1, T, V): bit for bit
 
 # --- HFBackend -------------------------------------------------------------------------------------------------
+
+def _logprobs_close(model, prompt, out, a, b, T=1.0):
+    "Two log-probabilities of `out` agree within the rounding of `model`'s sums in another order, at the size of its logits / T."
+    with torch.no_grad(): scale = (model(torch.tensor([prompt + out.token_ids])).logits / T).abs().max().item()
+    assert_order_close(a, b, *forward_reduction(model.config, len(prompt) + len(out.token_ids), logprobs=True), scale=scale)
+
 
 @pytest.mark.parametrize("T", [1.0, 0.7])
 def test_hf_logprobs_equal_a_separate_forward_pass(backend, tok, T):
     outs = backend.generate(_prompts(tok), max_new_tokens=10, temperature=T, seed=3)
     for p, o in zip(_prompts(tok), outs):
         assert isinstance(o, Completion) and len(o.token_ids) == len(o.logprobs) > 0
-        torch.testing.assert_close(torch.tensor(o.logprobs), _forward_logprobs(backend.model, p, o.token_ids, T), atol=1e-4, rtol=1e-4)
+        _logprobs_close(backend.model, p, o, o.logprobs, _forward_logprobs(backend.model, p, o.token_ids, T), T)
 
 def test_hf_batched_greedy_equals_one_at_a_time(backend, tok):
     batched = backend.generate(_prompts(tok), max_new_tokens=12, temperature=0.0)
     single = [backend.generate([p], max_new_tokens=12, temperature=0.0)[0] for p in _prompts(tok)]
     assert [o.token_ids for o in batched] == [o.token_ids for o in single]
-    for b, s in zip(batched, single): torch.testing.assert_close(torch.tensor(b.logprobs), torch.tensor(s.logprobs), atol=1e-4, rtol=1e-4)
+    for p, b, s in zip(_prompts(tok), batched, single): _logprobs_close(backend.model, p, b, b.logprobs, s.logprobs)
 
 def test_hf_small_batches_equal_one_big_batch(backend, tok):
     big = backend.generate(_prompts(tok), max_new_tokens=8, temperature=0.0)

@@ -1,5 +1,6 @@
 """CollabLLM baseline (`calirl.collabllm`): the multiturn-aware reward on hand-built conversations, pair selection
 and filtering, and the preference Parquet schema. No model weights: a stub policy and a locally trained tokenizer."""
+# tolerances: rewards are sums of ≤ 5 float64 terms of size ≤ 1 (rounding ≲ 1e-15): pytest.approx's default (1e-6 relative)
 from pathlib import Path
 import pandas as pd
 import pytest

@@ -1,5 +1,8 @@
 """Multi-turn GRPO (09_grpo): the readable reference equals TRL's computation on the same batch, and a killed
 training run resumes from its last checkpoint to the same result as an uninterrupted one."""
+# tolerances: trainings that take the same steps are compared on their weights against the size of one Adam step (about
+# lr = 1e-3 per weight): lr/100 after a resume from a checkpoint, lr/1000 where only micro-batching or chunking differs;
+# a step taken differently moves weights by ~lr and fails. Advantages (float32, groups of ≤ 8 values ≤ 1) at 1e-6.
 import math
 from dataclasses import replace
 import pytest

@@ -1,5 +1,6 @@
 """Realism metrics (08_realism): properties of the lexical metrics, the text readers checked against the scripted
 users' own labels and state, the behavioural probes at their knobs, and δ̂ at its two ends."""
+# tolerances: float64 closed forms (rounding ≲ 1e-13) at 1e-12 or approx's default; the resampled LSM (10^7 draws) at 1e-3
 import math, random
 import numpy as np
 import pytest

@@ -56,3 +56,20 @@ def test_figures_hold_results_not_code():
     assert not code, f"code in figures/: {code}; make it a notebook cell or a `calirl` command, or leave it to git history"
     missing = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in ("smoke", "paper-smoke", "paper-mini") and not (d / "README.md").is_file()]
     assert not missing, f"figures/ folders without a README.md saying what made them: {missing}"
+
+def test_every_float_comparison_states_why_its_tolerance_holds():
+    """A file that compares floats says why its tolerances are what they are (a `tolerances:` line), and no model output
+    (logits, log-probabilities) is held to a constant: those go through `assert_order_close`, whose bound follows from
+    the arithmetic, or are compared exactly. A constant tuned on one CPU is what stopped the main job on another."""
+    import json, re
+    compares = re.compile(r"\b(test_close|allclose|assert_close|approx|isclose|assert_order_close)\(")
+    constant_on_model = re.compile(r"\btest_close\(.*(logits|logprobs)")
+    silent, constant = [], []
+    for f in sorted((ROOT / "nbs").glob("*.ipynb")) + sorted((ROOT / "tests").glob("test_*.py")):
+        if f.suffix == ".py": cells = [f.read_text()]
+        else: cells = ["".join(c["source"]) for c in json.loads(f.read_text())["cells"] if c["cell_type"] == "code"]
+        text = "\n".join(cells)
+        if compares.search(text) and "tolerances:" not in text: silent.append(f.name)
+        constant += [f"{f.name}: {l.strip()[:100]}" for c in cells if "#| gpu" not in c for l in c.splitlines() if constant_on_model.search(l)]
+    assert not silent, f"compare floats without a `tolerances:` line saying why: {silent}"
+    assert not constant, "model outputs held to a constant tolerance:\n" + "\n".join(constant)

@@ -1,6 +1,7 @@
 """Predictive validity (12_validity): the text labeller against the scripted users' own acts, the issue annotator on
 hand-made transcripts, BCE / Pearson / KL / A/B / Kendall's W on known inputs, the LLM-annotator parser on malformed
 output, and the human-judgment page driven in a real headless Chromium."""
+# tolerances: float64 closed forms and scipy's statistics on ≤ 100 values (rounding ≲ 1e-13): approx's default or 1e-9 relative; 1e-5 where a log is clipped at 1e-6
 import html, json, random, re, shutil, subprocess, tempfile
 from pathlib import Path
 import numpy as np
