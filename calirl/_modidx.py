@@ -508,6 +508,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'calirl.report._theory_claim': ('report.html#_theory_claim', 'calirl/report.py'),
                                'calirl.report.busy_seconds': ('report.html#busy_seconds', 'calirl/report.py'),
                                'calirl.report.claims': ('report.html#claims', 'calirl/report.py'),
+                               'calirl.report.cpu_note': ('report.html#cpu_note', 'calirl/report.py'),
                                'calirl.report.folder_readme': ('report.html#folder_readme', 'calirl/report.py'),
                                'calirl.report.git_commit': ('report.html#git_commit', 'calirl/report.py'),
                                'calirl.report.keys_as_run': ('report.html#keys_as_run', 'calirl/report.py'),
