@@ -137,15 +137,15 @@ def median_of(runs:list[dict]) -> dict:
 # %% ../nbs/00d_runtime.ipynb #f64e769a
 UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
-def gamma_n(n:int, dtype:str="float32") -> float:
-    "γ_n = n·u / (1 − n·u): the relative error bound of a length-`n` sum accumulated in any order in `dtype`."
-    u = UNIT_ROUNDOFF[dtype]
-    if n * u >= 1: raise ValueError(f"no bound for sums of {n:,} terms in {dtype}: n·u = {n * u:.3g} ≥ 1")
+def gamma_n(n:int, fmt:str="float32") -> float:
+    "γ_n = n·u / (1 − n·u): the relative error bound of a length-`n` sum accumulated in any order in the float format `fmt`."
+    u = UNIT_ROUNDOFF[fmt]
+    if n * u >= 1: raise ValueError(f"no bound for sums of {n:,} terms in {fmt}: n·u = {n * u:.3g} ≥ 1")
     return n * u / (1 - n * u)
 
-def order_bound(scale:float, n:int, depth:int=1, dtype:str="float32") -> float:
+def order_bound(scale:float, n:int, depth:int=1, fmt:str="float32") -> float:
     "The largest |a − b| between two evaluations of `depth` chained length-`n` reductions that differ only in summation order, on values of size `scale`."
-    return 2 * depth * gamma_n(n, dtype) * float(scale)
+    return 2 * depth * gamma_n(n, fmt) * float(scale)
 
 # %% ../nbs/00d_runtime.ipynb #b3171222
 def _as_array(a):
@@ -154,13 +154,13 @@ def _as_array(a):
     if hasattr(a, "detach"): a = a.detach().float().cpu().numpy()
     return np.asarray(a, dtype=np.float64)
 
-def assert_order_close(a, b, n:int, depth:int=1, dtype:str="float32", scale:float|None=None) -> float:
+def assert_order_close(a, b, n:int, depth:int=1, fmt:str="float32", scale:float|None=None) -> float:
     "Assert `a` and `b` differ by at most `order_bound(scale, n, depth)` (`scale`: the largest |value| of either); return the largest difference."
     a, b = _as_array(a), _as_array(b)
     if a.shape != b.shape: raise AssertionError(f"shapes differ: {a.shape} vs {b.shape}")
     scale = max(abs(a).max(initial=0.0), abs(b).max(initial=0.0)) if scale is None else scale
-    bound, gap = order_bound(scale, n, depth, dtype), float(abs(a - b).max(initial=0.0))
+    bound, gap = order_bound(scale, n, depth, fmt), float(abs(a - b).max(initial=0.0))
     if not gap <= bound:
-        raise AssertionError(f"largest difference {gap:.3g} exceeds {bound:.3g}, the bound for {depth} chained {dtype} reduction(s) "
+        raise AssertionError(f"largest difference {gap:.3g} exceeds {bound:.3g}, the bound for {depth} chained {fmt} reduction(s) "
                              f"of ≤ {n:,} terms in any order at scale {scale:.3g}")
     return gap
