@@ -9,16 +9,14 @@ and train the base policy offline on the pairs: SFT on the chosen replies, then 
 __all__ = ['MR_WEIGHTS', 'MR_WINDOW', 'MR_SAMPLES', 'MR_MIN_GAP', 'PAIR_COLUMNS', 'SFT_EPOCHS', 'SFT_LR_RATIO', 'DPO_EPOCHS',
            'MRWeights', 'token_penalty', 'user_state', 'withheld', 'interactivity', 'conversation_reward',
            'forward_sample', 'multiturn_aware_rewards', 'pick_pair', 'preference_row', 'contexts_from_traces',
-           'sample_contexts', 'mr_pairs', 'pair_check', 'pair_verdict', 'ask_rates', 'collabllm_artifact']
+           'sample_contexts', 'mr_pairs', 'pair_check', 'pair_verdict', 'ask_rates']
 
 # %% ../nbs/09a_collabllm.ipynb #c9c39482
 import random
 from dataclasses import dataclass, replace
-from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
-from .artifacts import artifact_path
 from .tasks import TaskItem, render_doc
 from .dialogue import Chat, Conversation, prefix_ends, take_turns, turn_kind
 from .rewards import Score, judge_interactivity, task_reward
@@ -240,12 +238,3 @@ def ask_rates(check:pd.DataFrame) -> dict:
 SFT_EPOCHS = 3       # CollabLLM's SFT stage: 3 epochs over the chosen replies, before DPO
 SFT_LR_RATIO = 2     # its SFT learning rate over its DPO learning rate (1e-5 / 5e-6)
 DPO_EPOCHS = 8       # CollabLLM's offline DPO runs 8 epochs over its pairs, from the SFT checkpoint
-
-# %% ../nbs/09a_collabllm.ipynb #d8f5b7a0
-_OWN_ARTIFACTS = {"policy_collabllm": "models/policy_collabllm", "collabllm_pairs": "data/collabllm_pairs.parquet",
-                  "collabllm_by_seed": "models/collabllm_by_seed"}
-
-def collabllm_artifact(run_dir:str|Path, name:str) -> Path:
-    "Path of this notebook's artifact `name`: the registry's when `calirl.artifacts.ARTIFACTS` has it, else the same layout."
-    from calirl.artifacts import ARTIFACTS
-    return artifact_path(run_dir, name) if name in ARTIFACTS else Path(run_dir) / "artifacts" / _OWN_ARTIFACTS[name]

@@ -58,7 +58,7 @@ class Profile:
                                   "batch_rebalance sampler with gradient accumulation): the same batches and the same update to float rounding, "
                                   "with less padding; 1: one padded batch", lo=1, hi=1024)
     notebook_workers: int = _key("notebooks `calirl reproduce` runs at once, each as soon as the notebooks whose artifacts it reads "
-                                 "(`calirl.pipeline.NEEDS`) have finished; 1: one after another. CPU profiles without `serve` only. Speed "
+                                 "(its stage's `needs`, `calirl.stages.STAGES`) have finished; 1: one after another. CPU profiles without `serve` only. Speed "
                                  "only: each notebook keeps its own threads and workers, so it computes what it computes alone", lo=1, hi=64)
     accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")

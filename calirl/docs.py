@@ -5,8 +5,8 @@ notebook makes them, beside the README, the guide pages in `docs/` and every run
 
 # %% auto #0
 __all__ = ['SAVED', 'SKIP_FIGURES', 'DocsError', 'saved_names', 'committed_outputs', 'notebook_page', 'title_of',
-           'notebook_title', 'nav_label', 'site_config', 'stage_site', 'dead_links', 'docs_digest', 'build_docs',
-           'docs_up_to_date']
+           'notebook_title', 'nav_label', 'site_config', 'stage_site', 'notebook_map', 'dead_links', 'docs_digest',
+           'build_docs', 'docs_up_to_date']
 
 # %% ../nbs/00c_docs.ipynb #87e84ba1
 import ast, base64, hashlib, html.parser, os, re, shutil, subprocess, sys, time
@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 import nbformat
 from .pipeline import list_notebooks
+from .stages import STAGES, Stage
 
 # %% ../nbs/00c_docs.ipynb #919aae7b
 class DocsError(RuntimeError):
@@ -105,6 +106,18 @@ def stage_site(root:str|Path, out:str|Path, profile:str="tiny") -> dict:
            *([{"Guide": guide}] if guide else []), {"Notebooks": notebooks}]
     (out / "mkdocs.yml").write_text(yaml.safe_dump(site_config(nav), sort_keys=False, allow_unicode=True), encoding="utf-8")
     return {"nav": nav, "notebooks": len(notebooks), "pages": len(list(src.rglob("*.md"))) + len(notebooks)}
+
+# %% ../nbs/00c_docs.ipynb #4832ce77
+def _map_cell(text:str) -> str:
+    "`text` as one cell of a Markdown table: `|` escaped, none when empty."
+    return text.replace("|", "\\|") if text else "—"
+
+def notebook_map(stages:dict[str, Stage]|None=None) -> str:
+    "The page `docs/notebooks.md`: a title, a line on where it comes from, and one table row per stage of `stages` (default `STAGES`) — notebook, paper part, module, what it makes."
+    rows = [f"| `{s.name}` | {_map_cell(s.part)} | {f'`{s.module}`' if s.module else '—'} | {_map_cell(s.summary)} |" for s in (STAGES if stages is None else stages).values()]
+    return "\n".join(["# Notebook map", "",
+                      "Rendered from `calirl.stages.STAGES` (`nbs/00f_stages.ipynb`) by `calirl.docs.notebook_map`: edit the stages, not this page.", "",
+                      "| notebook | paper part | module | what it makes |", "|---|---|---|---|", *rows]) + "\n"
 
 # %% ../nbs/00c_docs.ipynb #103b010c
 class _Links(html.parser.HTMLParser):

@@ -1,11 +1,10 @@
 """CollabLLM baseline (`calirl.collabllm`): the multiturn-aware reward on hand-built conversations, pair selection
 and filtering, and the preference Parquet schema. No model weights: a stub policy and a locally trained tokenizer."""
 # tolerances: rewards are sums of ≤ 5 float64 terms of size ≤ 1 (rounding ≲ 1e-15): pytest.approx's default (1e-6 relative)
-from pathlib import Path
 import pandas as pd
 import pytest
 from calirl.backends import Backend, Completion
-from calirl.collabllm import (MR_MIN_GAP, MR_SAMPLES, MR_WEIGHTS, PAIR_COLUMNS, collabllm_artifact, contexts_from_traces,
+from calirl.collabllm import (MR_MIN_GAP, MR_SAMPLES, MR_WEIGHTS, PAIR_COLUMNS, contexts_from_traces,
                               ask_rates, conversation_reward, forward_sample, interactivity, mr_pairs, multiturn_aware_rewards,
                               pair_check, pair_verdict, pick_pair, preference_row, sample_contexts, token_penalty, turn_kind,
                               user_state, withheld)
@@ -173,12 +172,6 @@ def test_contexts_from_oracle_traces():
     got = sample_contexts(pool, 7, ["math-chat", "docedit-chat"], seed=1)
     assert [c["item"].task for c in got].count("math-chat") == 4 and len(got) == 7
     assert sample_contexts(pool, 7, ["math-chat", "docedit-chat"], seed=1) == got
-
-def test_artifact_paths():
-    from calirl.artifacts import ARTIFACTS
-    for name, rel in (("policy_collabllm", "models/policy_collabllm"), ("collabllm_pairs", "data/collabllm_pairs.parquet")):
-        p = collabllm_artifact("run", name)
-        assert p == (Path("run") / "artifacts" / (ARTIFACTS[name][0] if name in ARTIFACTS else rel))
 
 
 class Mixed(Solver):
