@@ -64,7 +64,8 @@ STAGES: dict[str, Stage] = stage_table([
                   "this page rendered from the stages (`notebook_map`)"),
     Stage("00d_runtime", "", "calirl.runtime",
           summary="seeding, where time goes (`timed` phases), worker pools for independent runs (`pmap`), trainers' BLAS "
-                  "threads, interleaved timing"),
+                  "threads, interleaved timing, how far two float results may differ when they add in another order "
+                  "(`order_bound`, `assert_order_close`)"),
     Stage("00e_artifacts", "", "calirl.artifacts",
           summary="atomic artifact IO (JSON, Parquet, tables, figures), the artifact registry, where an input artifact is "
                   "read from"),
