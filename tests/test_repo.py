@@ -56,6 +56,26 @@ def test_figures_hold_results_not_code():
     assert not code, f"code in figures/: {code}; make it a notebook cell or a `calirl` command, or leave it to git history"
     missing = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in ("smoke", "paper-smoke", "paper-mini") and not (d / "README.md").is_file()]
     assert not missing, f"figures/ folders without a README.md saying what made them: {missing}"
+    from calirl.core import read_profiles
+    written = set(read_profiles(ROOT / "settings.ini"))                    # a run writes figures/<profile>/ and nothing else
+    records = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in written]
+    assert not records, f"figures/ holds folders no profile's run writes: {records}; records of checks belong in lab/"
+
+def _commit_hashes(text:str) -> list[str]:
+    "What looks like an abbreviated or full git commit hash in `text`: 7 to 40 hex digits with both a digit and a letter."
+    import re
+    return [m for m in re.findall(r"(?<![0-9A-Za-z_/.#-])[0-9a-f]{7,40}(?![0-9A-Za-z_])", text) if re.search(r"[a-f]", m) and re.search(r"[0-9]", m)]
+
+def test_guides_and_notebook_prose_carry_no_run_history():
+    """`docs/` and the notebooks' markdown say what the code does and why; run history — which commit measured what —
+    lives in `lab/` (and git history). A commit hash in them is the mark of a log."""
+    import json
+    assert _commit_hashes("measured at `1d78b45` and 9ce0860: two") == ["1d78b45", "9ce0860"] and _commit_hashes("#ff00aa 1234567 deadbee") == []
+    found = [f"docs/{p.name}: {h}" for p in sorted((ROOT / "docs").glob("*.md")) for h in _commit_hashes(p.read_text(encoding="utf-8"))]
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        md = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown")
+        found += [f"nbs/{nb.name}: {h}" for h in _commit_hashes(md)]
+    assert not found, "run history outside lab/ (move it to lab/, keep the guide):\n" + "\n".join(found)
 
 def test_every_float_comparison_states_why_its_tolerance_holds():
     """A file that compares floats says why its tolerances are what they are (a `tolerances:` line), and no model output
