@@ -83,6 +83,10 @@ def test_site_renders_in_headless_chromium(site, tmp_path):
     dom = _chromium("--dump-dom", (s / "nbs" / "09_grpo.html").as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<title>09_grpo: Multi-turn GRPO" in dom.stdout and "grpo_training_curves.png" in dom.stdout
+    body = dom.stdout[dom.stdout.index('<div class="jp-Notebook'):] if '<div class="jp-Notebook' in dom.stdout else dom.stdout
+    assert "default_exp" not in body, "a notebook page shows nbdev's `#| default_exp` cell"
+    h1, code = body.find("<h1"), body.find("jp-CodeCell")
+    assert 0 <= h1 < code, "a notebook page opens with a code cell, not with its title"     # as a paper: title and summary first
     nav = _Nav()
     nav.feed(dom.stdout)
     assert all(any(h.endswith(f"{p.stem}.html") for h in nav.hrefs) for p in list_notebooks(ROOT)), "a notebook is missing from the rendered navigation"
