@@ -296,6 +296,7 @@ def _compact(self:LeanDecoder, K, V, keys, rows, live, upto:int, slots:list):
     V2[:, :, :, :upto] = V[:, :, :, :upto].index_select(1, keep)
     return K2, V2, keys[keep], keep
 
+# %% ../nbs/04a_backends.ipynb #415b7a37
 @patch
 @torch.no_grad()
 def generate(self:LeanDecoder, prompts:list[list[int]], max_new_tokens:int, temperature:float, top_p:float,

@@ -465,6 +465,7 @@ def parse_act(text) -> str | None:
     v = v.strip().lower().replace(" ", "_").replace("-", "_") if isinstance(v, str) else None
     return v if v in ACTS else None
 
+# %% ../nbs/08_realism.ipynb #2ea0b981
 @dataclass
 class ModelActs:
     "A language model labelling user messages with acts: `annotate(items, chats, texts)` → one act per message, None when its reply names none (counted)."

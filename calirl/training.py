@@ -235,6 +235,7 @@ def _sft_trainer(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:
                     **report_args(report_to, logs_dir))
     return log_to(_seeded_sft_trainer()(model=model, args=cfg, train_dataset=Dataset.from_list([{"messages": c} for c in chats]), processing_class=tok), logs_dir)
 
+# %% ../nbs/04b_training.ipynb #0e5f32a3
 def _sft_job(job:dict) -> list[dict]:
     "In each launched process: fine-tune the model saved at `job['path']` as `sft_train` does and save it to `job['out']`; the logged losses."
     from calirl.models import load_model
@@ -288,6 +289,7 @@ def _dpo_trainer(model_path:str|Path, pairs:list[dict], lr:float, beta:float, ba
     tr.remove_callback(PrinterCallback)                      # the log is returned (and tabulated), not printed per step
     return tr, tok
 
+# %% ../nbs/04b_training.ipynb #6aeffc86
 def _dpo_job(job:dict) -> list[dict]:
     "In each launched process: `dpo_train`'s training, the model saved to `job['out']`; the logged steps."
     tr, tok = _dpo_trainer(**{**job["args"], "device": rank_device(job["args"]["device"])})
@@ -346,6 +348,7 @@ def sft_setup_names(setups:Iterable[str]|None=None) -> list[str]:
         raise ValueError(f"setups must be among {', '.join(SFT_SETUPS)}, random among them; got {names}")
     return names
 
+# %% ../nbs/04b_training.ipynb #548ffb75
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print,
                    setups:Iterable[str]|None=None) -> dict:
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a dict."
@@ -381,4 +384,3 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     log("SFT step, against one process on one thread in random order: "
         + ", ".join(f"{SFT_SPEEDUPS[name][1]} {out[SFT_SPEEDUPS[name][0]]:.2f}x" for name in faster) + " faster")
     return out
-
