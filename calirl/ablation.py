@@ -171,51 +171,62 @@ def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
     won = [f["leak"] for f, s in zip(flags, scores) if s is not None and s > 0]
     return dict(probe_leak_rewarded=float(np.mean(won)) if won else 0.0, probe_accept_wrong=float(np.mean([f["accept_wrong"] for f in flags])))
 
+# %% ../nbs/13_ablation.ipynb #ca5d281d
+def _train_cell(spec:CellSpec, train:dict[str, TaskItem], out_dir:Path) -> tuple:
+    "GRPO of the base policy against the cell's simulator on its `train` items, checkpoints in `out_dir` (resumable): the trainer, the tokenizer and its step log."
+    from calirl.grpo import grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
+    from calirl.models import load_model
+    g = spec.grpo
+    rows = interleave([{"prompt": i, "task": it.task} for i, it in train.items()], seed=spec.seed)
+    model, tok = load_model(spec.policy_path, device=g.device, dtype=g.dtype)
+    cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
+    rf = interactive_rollout_func(make_user(**spec.user), train, tok, spec.H, g, spec.max_len)
+    tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf, chunk=g.grpo_chunk)
+    return tr, tok, step_log(tr)
+
+# %% ../nbs/13_ablation.ipynb #aa5d15d8
+def _evaluate_cell(spec:CellSpec, model, tok, held:list[TaskItem], log:list[dict]) -> dict:
+    "The cell's trained policy evaluated against the real user and against its simulator on the `held` items, with what its training `log` ends on: the cell's result, times aside."
+    from calirl.backends import HFBackend
+    from calirl.evaluate import evaluate_policy
+    g, s = spec.grpo, spec.seed
+    k = max(1, len(log) // 5)
+    pol = HFBackend(model, tok)
+    ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s,
+                                      policy_prompt=g.policy_prompt)
+    _, real = ev(make_user(**spec.real_user))
+    T_sim, sim = ev(make_user(**spec.user))
+    last = lambda key: float(np.mean([h[key] for h in log[-k:] if key in h])) if any(key in h for h in log[-k:]) else math.nan
+    return dict(simulator=spec.simulator, reward_path=spec.reward_path, strength=spec.strength, seed=s,
+                success=float(real.score.mean()), asks_first=float(real.asks_first.mean()), turns=float(real.turns.mean()),
+                policy_tokens=float(real.policy_tokens.mean()), J_sim=float(sim.score.mean()),
+                gap=float(sim.score.mean() - real.score.mean()), train_return=last("ablation/judge"), train_reward=last("reward"),
+                train_return_first=float(log[0].get("ablation/judge", math.nan)) if log else math.nan,
+                train_probe_leak=last("probe/leak"), train_probe_accept_wrong=last("probe/accept_wrong_all"),
+                **_probes({it.item_id: it for it in held}, T_sim, sim.score), steps=len(log))
+
 # %% ../nbs/13_ablation.ipynb #0f6703ea
 def run_cell(spec:CellSpec) -> dict:
     "Train one ablation cell from the base policy (resumable), evaluate it against the real user and its simulator."
     if spec.user is None or spec.real_user is None:
         raise ValueError(f"ablation cell {cell_name(spec)} has no `user` or `real_user` spec; build both with `ablation_user` / `user_spec`")
     import torch
-    from calirl.backends import HFBackend
-    from calirl.evaluate import evaluate_policy
-    from calirl.grpo import fingerprint, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo, weights_digest
-    from calirl.models import load_model
+    from calirl.grpo import fingerprint, weights_digest
     torch.set_num_threads(1)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    g, s = spec.grpo, spec.seed
     fp = fingerprint(cell=replace(spec, ckpt_root=""), policy=weights_digest(spec.policy_path), sim=weights_digest(spec.sim_path))
     out_dir = Path(spec.ckpt_root) / f"{cell_name(spec)}-{fp}"
     done = out_dir.parent / f"{out_dir.name}.json"
     if done.is_file(): return json.loads(done.read_text())
-    seed_everything(s)
+    seed_everything(spec.seed)
     t0 = time.time()
     train = {it.item_id: it for t in spec.tasks for it in tiny_items(t, "train", spec.n_train_items, spec.data_seed)}
     held = [it for t in spec.tasks for it in tiny_items(t, "eval", spec.n_eval, spec.data_seed)]
-    rows = interleave([{"prompt": i, "task": it.task} for i, it in train.items()], seed=s)
-    mk = lambda: make_user(**spec.user)
-    model, tok = load_model(spec.policy_path, device=g.device, dtype=g.dtype)
-    cfg = grpo_config(out_dir, spec.steps, g, save_steps=max(1, spec.steps // 4))
-    rf = interactive_rollout_func(mk(), train, tok, spec.H, g, spec.max_len)
-    tr = train_grpo(model, tok, rows, ablation_reward(spec.reward_path, train, spec.turn_cost), cfg, rollout_func=rf, chunk=g.grpo_chunk)
-    log = step_log(tr)
-    k = max(1, len(log) // 5)
+    tr, tok, log = _train_cell(spec, train, out_dir)
     t_train = time.time() - t0
-    pol = HFBackend(tr.model.eval(), tok)
-    ev = lambda user: evaluate_policy(pol, tok, user, held, spec.H, g.max_new_tokens, spec.eval_temperature, seed=1000 + s,
-                                      policy_prompt=g.policy_prompt)
-    _, real = ev(make_user(**spec.real_user))
-    T_sim, sim = ev(mk())
-    last = lambda key: float(np.mean([h[key] for h in log[-k:] if key in h])) if any(key in h for h in log[-k:]) else math.nan
-    res = dict(simulator=spec.simulator, reward_path=spec.reward_path, strength=spec.strength, seed=s,
-               success=float(real.score.mean()), asks_first=float(real.asks_first.mean()), turns=float(real.turns.mean()),
-               policy_tokens=float(real.policy_tokens.mean()), J_sim=float(sim.score.mean()),
-               gap=float(sim.score.mean() - real.score.mean()), train_return=last("ablation/judge"), train_reward=last("reward"),
-               train_return_first=float(log[0].get("ablation/judge", math.nan)) if log else math.nan,
-               train_probe_leak=last("probe/leak"), train_probe_accept_wrong=last("probe/accept_wrong_all"),
-               **_probes({it.item_id: it for it in held}, T_sim, sim.score), steps=len(log),
-               train_seconds=t_train, seconds=time.time() - t0)
-    del tr, model
+    res = _evaluate_cell(spec, tr.model.eval(), tok, held, log)
+    res.update(train_seconds=t_train, seconds=time.time() - t0)
+    del tr
     shutil.rmtree(out_dir, ignore_errors=True)                 # the result is all a rerun needs
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     done.write_text(json.dumps(res, indent=1))

@@ -9,7 +9,7 @@ OpenAI-compatible HTTP endpoint (the large evaluation simulator and judge)."""
 __all__ = ['SAMPLING_OFF', 'LEAN_ARCHS', 'LEAN_MIN_ROWS', 'ENGINES', 'Completion', 'chat_prompt_ids', 'Backend', 'stop_ids',
            'cut_at_stop', 'left_pad', 'sampling_kwargs', 'lean_reason', 'PrefixCache', 'rms_norm', 'rotate', 'attend',
            'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'VLLMBackend', 'BackendError', 'OpenAIBackend',
-           'answers', 'LocalServer', 'serve_locally', 'served_sampling']
+           'answers', 'die_with_parent', 'LocalServer', 'serve_locally', 'served_sampling']
 
 # %% ../nbs/04a_backends.ipynb #0ffcb11d
 import atexit, importlib.util, json, os, random as _random, signal, socket, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
@@ -296,6 +296,7 @@ def _compact(self:LeanDecoder, K, V, keys, rows, live, upto:int, slots:list):
     V2[:, :, :, :upto] = V[:, :, :, :upto].index_select(1, keep)
     return K2, V2, keys[keep], keep
 
+# %% ../nbs/04a_backends.ipynb #415b7a37
 @patch
 @torch.no_grad()
 def generate(self:LeanDecoder, prompts:list[list[int]], max_new_tokens:int, temperature:float, top_p:float,
@@ -505,7 +506,7 @@ def answers(base_url:str, timeout:float=1.0) -> bool:
     except urllib.error.HTTPError: return True
     except (OSError, HTTPException): return False
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     "In the child, before exec: ask Linux to send SIGTERM when the process that started it dies."
     try:
         import ctypes
@@ -550,7 +551,7 @@ def serve_locally(base_url:str, device:str="cpu", log:str|Path|None=None, timeou
     log.parent.mkdir(parents=True, exist_ok=True)
     cmd = [str(exe), "serve", "--host", u.hostname, "--port", str(u.port)] + (["--device", device] if device != "auto" else [])
     with open(log, "w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
     server = LocalServer(base_url, proc, log)
     atexit.register(server.stop)
     deadline = time.time() + timeout

@@ -33,10 +33,8 @@ def sft_setups(s:str) -> list[str]:
     except ValueError as e: raise argparse.ArgumentTypeError(f"comma-separated {e}") from None
 
 # %% ../nbs/00b_cli.ipynb #b3cfc815
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="calirl", description="Reproduce 'From Static Context to Calibrated Interactive RL' "
-                "(and DIAL) from nbdev notebooks.")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+def _add_reproduce(sub) -> None:
+    "`calirl reproduce`: run the notebooks of a profile, resumably."
     r = sub.add_parser("reproduce", help="run the notebooks in order with papermill (resumable)",
                        description="Run nbs/ in order into runs/<profile>/; figures and tables land in figures/<profile>/. "
                        "Notebooks that already succeeded with the same code and parameters are skipped.")
@@ -47,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="validate the profile and print the plan; run nothing")
     r.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE", help="override a profile key (repeatable)")
     r.add_argument("--root", help="project root (default: the folder above the cwd holding settings.ini and nbs/)")
+
+# %% ../nbs/00b_cli.ipynb #157c2e87
+def _add_bench(sub) -> None:
+    "`calirl bench`: the benchmarks and their sizes."
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
     b.add_argument("what", choices=["rollout", "grpo-step", "sft-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
                    "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean vs lean with length-sorted chunks; "
@@ -67,31 +69,61 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--hidden", type=positive_int, default=128, help="hidden size of the tiny models (default 128)")
     b.add_argument("--layers", type=positive_int, default=2, help="layers of the tiny models (default 2)")
     b.add_argument("--seed", type=int, help="seed (default 0; grpo-step: the profile's)")
+
+# %% ../nbs/00b_cli.ipynb #e5a1d7ef
+def _add_init(sub) -> None:
+    "`calirl init`: a project folder to reproduce in."
     i = sub.add_parser("init", help="create a project folder (settings.ini and the notebooks) to reproduce in",
                        description="Copy the settings.ini and notebooks this calirl ships into DIR (created if needed); "
                        "writes nothing if any of those files is already there.")
     i.add_argument("dir", nargs="?", default=".", help="the new project folder (default: the current folder)")
+
+def _add_report(sub) -> None:
+    "`calirl report`: where a run's report is, and its claims."
     rp = sub.add_parser("report", help="where a run's report is, and its claims table",
                         description="Print where figures/<profile>/report.md is and its claims table; with --readme, also write "
                         "README.md's results block from it.")
     rp.add_argument("--profile", default="tiny", help="whose report (default: tiny)")
     rp.add_argument("--readme", action="store_true", help="rewrite the results block of README.md from this report")
     rp.add_argument("--root", help="project root")
+
+def _add_docs(sub) -> None:
+    "`calirl docs`: the documentation site."
     d = sub.add_parser("docs", help="build the documentation site from the notebooks (_docs/site)",
                        description="Render README.md, docs/, every notebook (with the committed figures of --profile) and every run "
                        "report as a static site with MkDocs; fails on a warning or a dead link. Needs the docs extra.")
     d.add_argument("--profile", default="tiny", help="whose committed figures and tables the notebook pages show (default: tiny)")
     d.add_argument("--out", help="folder for the site's sources and the site (default: _docs in the project root)")
     d.add_argument("--root", help="project root")
+
+def _add_compare(sub) -> None:
+    "`calirl compare`: two runs' tables, file by file."
     c = sub.add_parser("compare", help="compare the tables of two runs, file by file",
                        description="Compare each table (.csv, .md) in folder NEW with OLD's of the same name: byte-identical, "
                        "the columns whose values differ, or in one folder only. Exit status 0 when every table is identical, 1 when not.")
     c.add_argument("new", help="a folder of tables, e.g. the figures/<profile>/ of a run")
     c.add_argument("old", help="the folder to compare it with")
     c.add_argument("--state", metavar="STATE_JSON", help="the newer run's runs/<profile>/state.json: compare only the tables that run wrote")
+
+def _add_profiles(sub) -> None:
+    "`calirl profiles`: the run profiles."
     pr = sub.add_parser("profiles", help="list the run profiles")
     pr.add_argument("--keys", action="store_true", help="also describe every profile key")
     pr.add_argument("--root", help="project root")
+
+# %% ../nbs/00b_cli.ipynb #6408bc30
+def _parser() -> argparse.ArgumentParser:
+    "The `calirl` command line: one sub-parser per command."
+    p = _Parser(prog="calirl", description="Reproduce 'From Static Context to Calibrated Interactive RL' "
+                "(and DIAL) from nbdev notebooks.")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+    _add_reproduce(sub)
+    _add_bench(sub)
+    _add_init(sub)
+    _add_report(sub)
+    _add_docs(sub)
+    _add_compare(sub)
+    _add_profiles(sub)
     return p
 
 # %% ../nbs/00b_cli.ipynb #5e58dd38
@@ -109,6 +141,7 @@ def _profiles(root:Path, keys:bool) -> None:
             rng = key_range(md) if any(md.get(b) is not None for b in ("lo", "hi", "gt", "lt")) else ""
             print(f"{f.name:<20} {getattr(f.type, '__name__', str(f.type)):<11} {rng:<18} {md['help']}{ch}")
 
+# %% ../nbs/00b_cli.ipynb #9738f910
 def _note_damaged_state(root:Path, name:str) -> None:
     "For a dry run: one line on stderr when the state file of profile `name` is damaged."
     run_dir = run_paths(root, name)[0]
@@ -116,6 +149,7 @@ def _note_damaged_state(root:Path, name:str) -> None:
     if why: print(f"calirl: {run_dir / 'state.json'} is damaged ({why}); this plan uses the per-notebook records, "
                   "and a run will set the file aside", file=sys.stderr)
 
+# %% ../nbs/00b_cli.ipynb #96431dc3
 def _report(root:Path, profile:str, readme:bool) -> int:
     "Say where the report of `profile` is and print its claims table; with `readme`, write README.md's results block from it."
     from calirl.report import readme_results, report_header, report_section, with_results
@@ -138,6 +172,7 @@ def _report(root:Path, profile:str, readme:bool) -> int:
         print(f"\ncalirl: wrote the results block of {r} from {page}")
     return 0
 
+# %% ../nbs/00b_cli.ipynb #11527c63
 def _compare(new:str, old:str, state:str|None) -> int:
     "Print how the tables in folder `new` compare with `old`'s: 0 when every one is identical, 1 when any is not."
     from calirl.pipeline import compare_runs, format_comparison, run_started
@@ -152,6 +187,7 @@ def _compare(new:str, old:str, state:str|None) -> int:
     print(format_comparison(df, new, old))
     return 0 if (df["status"] == "identical").all() else 1
 
+# %% ../nbs/00b_cli.ipynb #73966934
 def _docs(root:Path, profile:str, out:str|None) -> int:
     "Build the documentation site; one line saying where it is, or what failed."
     from calirl.docs import DocsError, build_docs
@@ -180,6 +216,7 @@ def _bench(a) -> dict:
     prof = load_profile(a.profile, root / "settings.ini", {k: str(v) for k, v in sizes.items() if v is not None})
     return bench_grpo_step(prof, max(a.steps, 2), pick(a.n, 4), a.hidden, a.layers, chunk=a.chunk, repeats=a.repeats)
 
+# %% ../nbs/00b_cli.ipynb #15eaf2fb
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."
     a = _parser().parse_args(argv)

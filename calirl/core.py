@@ -8,8 +8,8 @@ paper section; nothing here imports torch. Seeding, timing and worker pools are 
 # %% auto #0
 __all__ = ['HUB_KERNELS', 'SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'TASK_SUFFIX', 'PER_TASK_KEYS', 'PATH_KEYS',
            'LOCAL_MODEL_KEYS', 'READS_ENV', 'check_batch', 'Profile', 'ProfileError', 'key_range', 'check_value',
-           'read_profiles', 'parse_overrides', 'load_profile', 'typed_value', 'profile_value', 'GRPOSettings',
-           'PerTask', 'project_root', 'in_project', 'NotebookProfile', 'notebook_profile']
+           'suggest', 'read_profiles', 'parse_overrides', 'load_profile', 'typed_value', 'profile_value',
+           'GRPOSettings', 'PerTask', 'project_root', 'in_project', 'NotebookProfile', 'notebook_profile']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
@@ -258,10 +258,12 @@ def _parse_value(key:str, raw:str, where:str) -> Any:
     return check_value(key, v, where)
 
 # %% ../nbs/00_core.ipynb #7a01206a
-def _suggest(word:str, valid:Iterable[str]) -> str:
+def suggest(word:str, valid:Iterable[str]) -> str:
     "' (did you mean X?)' when `word` is close to one of `valid`."
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
     return f" (did you mean `{m[0]}`?)" if m else ""
+
+_suggest = suggest                         # the old name: 00e_artifacts still imports it (#67); remove once it imports `suggest`
 
 # %% ../nbs/00_core.ipynb #43208e3f
 def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
@@ -283,14 +285,14 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
         parent = own.pop("inherit", None)
         if parent is None: return own
         if parent not in raw:
-            raise ProfileError(f"{path}: [{name}] inherits unknown profile {parent!r}{_suggest(parent, raw)}; "
+            raise ProfileError(f"{path}: [{name}] inherits unknown profile {parent!r}{suggest(parent, raw)}; "
                                f"valid profiles: {', '.join(raw)}")
         return {**resolve(parent, seen + (name,)), **own}
     out = {s: resolve(s) for s in raw}
     for s, kv in out.items():
         for k in kv:
             if k not in PROFILE_KEYS:
-                raise ProfileError(f"{path}: [{s}] has unknown key `{k}`{_suggest(k, PROFILE_KEYS)}; "
+                raise ProfileError(f"{path}: [{s}] has unknown key `{k}`{suggest(k, PROFILE_KEYS)}; "
                                    f"valid keys: {', '.join(PROFILE_KEYS)}")
     return out
 
@@ -310,11 +312,11 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
     "Load, type-check and validate profile `name` from `path`, applying `overrides` (key -> string)."
     profiles = read_profiles(path)
     if name not in profiles:
-        raise ProfileError(f"unknown profile {name!r}{_suggest(name, profiles)}; valid profiles: {', '.join(profiles)}")
+        raise ProfileError(f"unknown profile {name!r}{suggest(name, profiles)}; valid profiles: {', '.join(profiles)}")
     kv = dict(profiles[name])
     for k, v in (overrides or {}).items():
         if k not in PROFILE_KEYS:
-            raise ProfileError(f"unknown key `{k}` in -p {k}=…{_suggest(k, PROFILE_KEYS)}; valid keys: {', '.join(PROFILE_KEYS)}")
+            raise ProfileError(f"unknown key `{k}` in -p {k}=…{suggest(k, PROFILE_KEYS)}; valid keys: {', '.join(PROFILE_KEYS)}")
         kv[k] = v
     missing = [k for k in PROFILE_KEYS if k not in kv]
     if missing: raise ProfileError(f"{path}: profile [{name}] does not set {', '.join(f'`{k}`' for k in missing)}; "

@@ -9,22 +9,28 @@ __all__ = ['P0', 'ARTIFACT_DIRECTION', 'user_end_positions', 'disc_example', 'tr
            'disc_metrics', 'accuracy_resamples', 'logit', 'message_rewards', 'lowest_k', 'pick_pair',
            'preference_pairs', 'accepts_wrong', 'accept_wrong_rate', 'pairs_accept_wrong', 'dpo_step', 'final_log_odds',
            'dpo_gain', 'gain_problems', 'disc_rise', 'rise_problems', 'control_problems', 'honest_decisions', 'flipped',
-           'decision_accuracy', 'fresh_discriminators', 'user_measures', 'measure_changes', 'start_problems',
-           'artifacts_shown', 'choose_version']
+           'decision_accuracy', 'fresh_discriminators', 'version_user', 'version_sessions', 'disc_seeds',
+           'version_discriminators', 'user_measures', 'measure_changes', 'start_problems', 'artifacts_shown',
+           'starting_simulator', 'refine', 'DialTask', 'judge_refinement', 'version_rise', 'measure_version',
+           'dial_iteration', 'pooled_row', 'choose_version']
 
 # %% ../nbs/07_dial.ipynb #c49cd1ee
-import math, tempfile
+import math, tempfile, time
+from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .runtime import timed
+from .runtime import timed, trainer_threads
 from .tasks import TaskItem
 from .models import turn_end_ids
 from .rollout import simulator_context
 from .users import goal_text
-from .models import resolve_device
-from .training import dpo_train, preference_pair, run_trainer
+from .components import make_user
+from .sim_sft import simulator_sft_example
+from .models import load_model, resolve_device, save_model
+from .training import dpo_train, preference_pair, run_trainer, sft_train, trainer_kw
 from .stats import interval, paired_ci, seed_interval
 from .dialogue import Chat
 
@@ -270,6 +276,27 @@ def fresh_discriminators(init_path:str|Path, tok, real_train:list, sim_train:lis
         else: del d
     return accs, first, ps
 
+# %% ../nbs/07_dial.ipynb #ccd27183
+def version_user(path:str|Path, it:int, prof):
+    "Version `it` of a task's simulator, the model at `path`, as a user: an `lm-simulator` on the `hf` backend, whose model DIAL trains."
+    return make_user("lm-simulator", source=path, backend="hf", device=prof.device, dtype=prof.dtype, max_new_tokens=prof.max_new_tokens,
+                     temperature=prof.train_temperature, seed=prof.seed + it)
+
+def version_sessions(user, items:tuple[list, list], play:Callable, seed:int, it:int) -> tuple[list[Chat], list[Chat]]:
+    "Version `it`'s sessions with `user` on the training and held-out `items`, each played as `play(user, items, seed)` does."
+    return play(user, items[0], seed + 100 * it), play(user, items[1], seed + 100 * it + 7)
+
+def disc_seeds(seed:int, n:int, it:int) -> list[int]:
+    "The seeds of version `it`'s `n` fresh discriminators: seed j of every version is paired with seed j of the others."
+    return [seed + it + 100 * j for j in range(n)]
+
+def version_discriminators(path:str|Path, tok, items:tuple[list, list], real:tuple[list, list], sim:tuple[list, list], it:int, prof):
+    "Version `it`'s fresh discriminators (`fresh_discriminators` with `disc_seeds`), initialised from the simulator at `path` and reading the training and held-out `real` and `sim` sessions on `items` as `disc_view` shows them."
+    view = lambda its, ss: disc_view(its, ss, prof.disc_sees_goal)
+    (tr, ev), (r_tr, r_ev), (s_tr, s_ev) = items, real, sim
+    return fresh_discriminators(path, tok, view(tr, r_tr), view(tr, s_tr), view(ev, r_ev), view(ev, s_ev), disc_seeds(prof.seed, prof.dial_disc_seeds, it),
+                                prof.disc_epochs, prof.disc_lr, threads=trainer_threads(prof.threads, prof.device), device=prof.device)
+
 # %% ../nbs/07_dial.ipynb #0bbd8f91
 ARTIFACT_DIRECTION = {"distinct_2": -1, "mattr": -1, "accept_wrong": 1, "leak": 1}   # the way an artifact moves each measure from the real user's value
 
@@ -320,6 +347,125 @@ def start_problems(start:pd.DataFrame, changes:pd.DataFrame, min_accuracy:float)
 def artifacts_shown(changes:pd.DataFrame) -> list[str]:
     "The measures (rows `measure`, `change_low`, `change_high`: simulator − real user) that differ from the real user's beyond their interval in an artifact's direction."
     return [r.measure for r in changes.itertuples() if (r.change_low > 0 if ARTIFACT_DIRECTION[r.measure] > 0 else r.change_high < 0)]
+
+# %% ../nbs/07_dial.ipynb #4474e37c
+def starting_simulator(sft_path:str|Path, tok, items:list[TaskItem], sessions:list[Chat], max_length:int, task:str, run_dir:str|Path, prof):
+    "DIAL's starting simulator on `task`: the Phase I simulator at `sft_path` trained `dial_start_epochs` more epochs at Phase I's learning rate on `sessions` (on `items`), or as it is for 0 epochs; the model and SFT's log."
+    model, _ = load_model(sft_path, device=prof.device, dtype=prof.dtype)
+    if not prof.dial_start_epochs: return model, []
+    chats = [simulator_sft_example(it, s, tok) for it, s in zip(items, sessions)]
+    with tempfile.TemporaryDirectory() as d:
+        return sft_train(model, tok, chats, d, prof.dial_start_epochs, prof.sft_lr, prof.sft_batch_size, max_length, prof.seed,
+                         **trainer_kw(prof, run_dir, f"sft-dial-start-{task}", sft=True))
+
+# %% ../nbs/07_dial.ipynb #e3d5060b
+def refine(disc, user, items:list[TaskItem], sessions:list[Chat], path:str|Path, out:str|Path, it:int, max_length:int, task:str, run_dir:str|Path,
+           prof) -> tuple[list[dict], dict, list[dict]]:
+    "One DIAL refinement of version `it` of `task`'s simulator (`user`, the model at `path`): rewards from `disc` on its training `sessions` on `items` → preference pairs → DPO with that version frozen as the reference → version `it` + 1 saved at `out` (the version itself when no pair passes the filter). The pairs, their counts and DPO's log."
+    pairs, counts = preference_pairs(disc, user.backend, user.tokenizer, items, sessions, prof.dial_lowest_k, prof.dial_alternatives,
+                                     prof.max_new_tokens, prof.train_temperature, prof.seed + it, sees_goal=prof.disc_sees_goal)
+    model, tok, log = user.backend.model, user.tokenizer, []
+    if pairs:
+        model, tok, log = dpo_step(path, pairs, prof.dial_dpo_lr, prof.dpo_beta, min(prof.sft_batch_size, 16), max_length, prof.dial_dpo_epochs, prof.seed + it,
+                                   device=prof.device, dtype=prof.dtype, **trainer_kw(prof, run_dir, f"dpo-dial-{it}-{task}"))
+    save_model(model, tok, out)
+    return pairs, counts, log
+
+# %% ../nbs/07_dial.ipynb #615d0c28
+@dataclass
+class DialTask:
+    "One task of a DIAL run: its items, the real user's sessions on them, and what each version so far leaves for the next to compare with."
+    task: str
+    items: tuple                                   # (training, held-out) items
+    real: tuple                                    # the real user's (training, held-out) sessions on them
+    accept_wrong_real: float                       # the share of the real user's replies to a wrong answer that accept it (`accept_wrong_rate`)
+    rows: list = field(default_factory=list)       # per version: its row
+    res: list = field(default_factory=list)        # per version: the first discriminator's accuracy resamples (the same seed: paired)
+    accs: list = field(default_factory=list)       # per version: the fresh accuracies, one per discriminator seed
+    held: list = field(default_factory=list)       # per version: its held-out sessions
+    pending: tuple | None = None                   # the last refinement until the version it made judges it: (the discriminator that made its pairs, its final log-odds on the refined version's held-out sessions, that version's row)
+
+def judge_refinement(t:DialTask, tok, sim_eval:list[Chat], prof) -> list[str]:
+    "Judge the refinement that made task `t`'s newest version (held-out sessions `sim_eval`) by the discriminator that made its pairs: the refined version's row gets `dpo_gain` and its interval; what `min_dial_gain` flags (nothing when it is negative)."
+    if t.pending is None: return []
+    disc, before, row = t.pending
+    t.pending = None
+    after = final_log_odds(disc, tok, disc_view(t.items[1], sim_eval, prof.disc_sees_goal))
+    row.update(zip(("dpo_gain", "dpo_gain_low", "dpo_gain_high"), dpo_gain(before, after, seed=prof.seed)))
+    print(f"{t.task}: DPO on {row['simulator']}'s pairs moved its discriminator's final log-odds by {row['dpo_gain']:+.3f} "
+          f"[{row['dpo_gain_low']:+.3f}, {row['dpo_gain_high']:+.3f}]")
+    return gain_problems(pd.DataFrame([row]), prof.min_dial_gain) if prof.min_dial_gain >= 0 else []
+
+def version_rise(t:DialTask, row:dict) -> tuple[float, float, float]:
+    "How much better fresh discriminators tell task `t`'s newest version (its `row`) apart than the one before: paired by seed when there are several (the unit is a discriminator), else over sessions (`disc_rise`)."
+    if len(t.accs[-1]) > 1: return seed_interval(np.array(t.accs[-1]) - np.array(t.accs[-2]))
+    return disc_rise(t.res[-2], t.res[-1], t.rows[-1]["disc_accuracy"], row["disc_accuracy"])
+
+# %% ../nbs/07_dial.ipynb #a26dff73
+def measure_version(t:DialTask, it:int, tok, sim_eval:list[Chat], accs:list[float], ps:list[list[np.ndarray]], tiny_rules:bool, prof) -> dict:
+    "Version `it`'s row on task `t`, from its fresh discriminators' accuracies `accs` and P(real)s `ps` on the real, then the simulated held-out sessions (`sim_eval`), after judging the refinement that made it (`judge_refinement`, `version_rise`): flagged when a guard says so. `tiny_rules`: measure `accept_wrong` (the tiny world's act rules)."
+    gain_bad = judge_refinement(t, tok, sim_eval, prof)
+    y = [1] * len(t.real[1]) + [0] * len(sim_eval)
+    dm = disc_metrics(ps[0], y)                                        # the first discriminator's: it makes the pairs
+    t.res.append(accuracy_resamples(ps[0], y, seed=prof.seed))
+    t.accs.append(accs)
+    ci, (m, lo, hi) = interval(t.res[-1]), seed_interval(accs)
+    row = dict(task=t.task, simulator=f"it{it}", fresh_accuracy=m, fresh_acc_low=lo, fresh_acc_high=hi, accuracies=", ".join(f"{a:.3f}" for a in accs),
+               disc_accuracy=dm.loc["all", "accuracy"], disc_acc_low=ci[0], disc_acc_high=ci[1], disc_f1=dm.loc["all", "f1"], disc_mcc=dm.loc["all", "mcc"],
+               accept_wrong=accept_wrong_rate(t.items[1], sim_eval)[0] if tiny_rules else math.nan, accept_wrong_real=t.accept_wrong_real, eligible=True)
+    if not it: return row
+    row.update(zip(("disc_rise", "disc_rise_low", "disc_rise_high"), version_rise(t, row)))   # the refinement that made this version, judged by fresh discriminators
+    print(f"{t.task}: fresh discriminators tell it{it} apart with accuracy {row['disc_rise']:+.3f} [{row['disc_rise_low']:+.3f}, {row['disc_rise_high']:+.3f}] "
+          f"from the previous version's")
+    problems = (rise_problems(pd.DataFrame([row]), prof.max_dial_disc_rise) if prof.max_dial_disc_rise >= 0 else []) + gain_bad
+    row.update(eligible=not problems, guard="; ".join(problems))
+    if problems: print(f"{t.task}: it{it} is flagged and will not be chosen for Phase II:\n  " + "\n  ".join(problems))
+    return row
+
+# %% ../nbs/07_dial.ipynb #c8066d86
+def dial_iteration(it:int, tasks:list[DialTask], play:Callable, dial_dir:Path, run_dir:str|Path, max_len, tiny_rules:bool, prof,
+                   first:dict|None=None) -> tuple[list[dict], list[tuple[list, list]], dict]:
+    "DIAL's iteration `it` on each of `tasks`: version `it` simulated (`play`) and told apart by fresh discriminators (iteration 0's come measured, in `first`), its row (`measure_version`), then, unless it is the last iteration, its refinement into version `it` + 1 (`refine`). The rows; per discriminator seed, every task's held-out P(real) and labels; per task, the refinement's `pairs`, their `counts`, DPO's `log` and the training `sessions` it resampled."
+    by_seed, refined = [([], []) for _ in range(prof.dial_disc_seeds)], {}
+    for t in tasks:
+        t0, cur = time.time(), dial_dir / f"it{it}" / t.task
+        if it == 0: user, sim_train, sim_eval, accs, disc, ps = first.pop(t.task)   # measured with the precondition
+        else:
+            user = version_user(cur, it, prof)
+            sim_train, sim_eval = version_sessions(user, t.items, play, prof.seed, it)
+            accs, disc, ps = version_discriminators(cur, user.tokenizer, t.items, t.real, (sim_train, sim_eval), it, prof)
+        t.held.append(sim_eval)
+        row = measure_version(t, it, user.tokenizer, sim_eval, accs, ps, tiny_rules, prof)
+        y = [1] * len(t.real[1]) + [0] * len(sim_eval)
+        for j, pj in enumerate(ps):
+            by_seed[j][0].extend(pj)
+            by_seed[j][1].extend(y)
+        if it < prof.dial_iterations:
+            pairs, counts, log = refine(disc, user, t.items[0], sim_train, cur, dial_dir / f"it{it + 1}" / t.task, it, max_len[t.task], t.task, run_dir, prof)
+            refined[t.task] = dict(pairs=pairs, counts=counts, log=log, sessions=sim_train)
+            row.update(pairs_kept=counts["kept"], pairs_tried=counts["jobs"], pairs_accept_wrong=pairs_accept_wrong(t.items[0], sim_train, pairs) if tiny_rules else math.nan)
+            if pairs:
+                row.update(dpo_steps=len(log), dpo_loss_first=log[0]["loss"], dpo_loss_last=log[-1]["loss"])
+                t.pending = (disc, final_log_odds(disc, user.tokenizer, disc_view(t.items[1], sim_eval, prof.disc_sees_goal)), row)   # judged on the next version's held-out sessions
+        del disc
+        row["seconds"] = time.time() - t0
+        t.rows.append(row)
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})
+    return [t.rows[-1] for t in tasks], by_seed, refined
+
+# %% ../nbs/07_dial.ipynb #cbfe2d97
+def pooled_row(it:int, by_seed:list[tuple[list, list]], start:list[tuple[list, list]], rows:list[dict], refining:bool, seconds:float) -> dict:
+    "Version `it` with the tasks pooled: each seed's discriminators' accuracy on every task's held-out sessions (`by_seed`: P(real)s and labels), their mean, interval and change from the starting version's (`start`, paired by seed), the first seed's F1, MCC and accuracy by user turn, whether no guard flagged it on any task (`rows`), and, when `refining`, the pairs kept."
+    dm = disc_metrics(*by_seed[0])                                     # every task's held-out sessions together, the first seed's discriminators
+    accs = [float(disc_metrics(pj, yj).loc["all", "accuracy"]) for pj, yj in by_seed]
+    accs0 = [float(disc_metrics(pj, yj).loc["all", "accuracy"]) for pj, yj in start]
+    m, lo, hi = seed_interval(accs)
+    cm, clo, chi = seed_interval(np.array(accs) - np.array(accs0)) if it else (0.0, math.nan, math.nan)   # paired by seed
+    return dict(simulator=f"it{it}", disc_accuracy=m, disc_acc_low=lo, disc_acc_high=hi, accuracies=", ".join(f"{a:.3f}" for a in accs),
+                change_vs_start=cm, change_low=clo, change_high=chi, disc_f1=dm.loc["all", "f1"], disc_mcc=dm.loc["all", "mcc"],
+                **{f"disc_acc_turn{int(t)}": a for t, a in dm.drop("all")["accuracy"].items()},
+                eligible=all(r["eligible"] for r in rows),
+                **(dict(pairs_kept=sum(r["pairs_kept"] for r in rows), pairs_tried=sum(r["pairs_tried"] for r in rows)) if refining else {}), seconds=seconds)
 
 # %% ../nbs/07_dial.ipynb #f2da8787
 def choose_version(pooled:pd.DataFrame) -> str:

@@ -33,7 +33,7 @@ from .backends import HFBackend, VLLMBackend
 from .models import turn_end_ids
 from .rollout import rollout
 from .prompts import parse_policy, policy_turns
-from .training import _rank_device, log_to, report_args, run_trainer, save_trained
+from .training import log_to, rank_device, report_args, run_trainer, save_trained
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -470,7 +470,7 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
     key, record = variant_key(v), Path(v.out_path) / RECORD
     if record.is_file() and (old := load_json(record)).get("key") == key: return old["log"], old["seconds"]
     judge = make_judge(**v.judge)
-    model, tok = load_model(v.base_path, device=_rank_device(v.settings.device), dtype=v.settings.dtype)
+    model, tok = load_model(v.base_path, device=rank_device(v.settings.device), dtype=v.settings.dtype)
     cfg = grpo_config(Path(v.ckpt_root) / f"{v.name}-{fingerprint(name=v.name, steps=v.steps, grpo=v.settings)}", v.steps, v.settings,
                       **report_args(v.report_to, v.logs_dir or None))
     if v.user is None:

@@ -284,6 +284,7 @@ STANDINS = {   # stand-in -> (architecture, hub chat template): the paper's poli
 
 STANDIN_SAMPLING = dict(do_sample=True, top_k=0)   # what `transformers serve` reads from the model: sample, at the request's temperature and top-p
 
+# %% ../nbs/04_models.ipynb #00b9c340
 def standin_texts(items:list) -> list[str]:
     "What the stand-ins' tokenizer learns from: the items' texts and answers, and every prompt of the paper the kit sends."
     from calirl import prompts
@@ -304,6 +305,7 @@ def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layer
     model.generation_config.update(**STANDIN_SAMPLING)             # as the hub's chat models: a served stand-in samples when asked to
     return save_model(model.eval(), tok, path, check_texts=("12 + 7 = 19 . the answer is 19",))
 
+# %% ../nbs/04_models.ipynb #94b65f99
 def build_standins(folder:str|Path, n_items:int, hidden:int, layers:int, vocab_size:int, seed:int=0) -> Path:
     "Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if built alike."
     from calirl.tasks import TASKS, tiny_items, write_collabllm_fixture
@@ -319,4 +321,3 @@ def build_standins(folder:str|Path, n_items:int, hidden:int, layers:int, vocab_s
     for t, its in items.items(): write_collabllm_fixture(folder / "data" / f"{t}.parquet", its)
     with atomic_path(manifest) as tmp_manifest: Path(tmp_manifest).write_text(json.dumps(spec, indent=1))
     return folder
-

@@ -12,7 +12,7 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'ACT_PROMPT', 'no
            'has_cue', 'assistant_asked', 'is_leak', 'user_act', 'act_label', 'TextAssistant', 'dialogues_with',
            'replies', 'right_reveal_rate', 'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks',
            'goal_leak_rate', 'termination_stats', 'history_prefixes', 'rule_acts', 'next_act_samples',
-           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'realism_report',
+           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'mean_reward', 'realism_report',
            'realism_difference']
 
 # %% ../nbs/08_realism.ipynb #573699b0
@@ -465,6 +465,7 @@ def parse_act(text) -> str | None:
     v = v.strip().lower().replace(" ", "_").replace("-", "_") if isinstance(v, str) else None
     return v if v in ACTS else None
 
+# %% ../nbs/08_realism.ipynb #2ea0b981
 @dataclass
 class ModelActs:
     "A language model labelling user messages with acts: `annotate(items, chats, texts)` → one act per message, None when its reply names none (counted)."
@@ -492,7 +493,7 @@ def _rewards(dialogues:list[Conversation], items:list[TaskItem], judge="verifier
     v = [task_reward(by_id[d.item_id], d.messages, judge, termination=d.termination).value for d in dialogues]
     return np.array([np.nan if x is None else x for x in v], float)
 
-def _mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verifier") -> float:
+def mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verifier") -> float:
     "Mean task reward of `dialogues` by `judge` (unscorable ones left out)."
     v = _rewards(dialogues, items, judge)
     return float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan")

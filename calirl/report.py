@@ -156,16 +156,10 @@ def _section(title:str, path:Path, body) -> str:
     "A report section: `body(path)` when `path` exists, else a line naming what is missing."
     return f"## {title}\n\n" + (body(path) if path.exists() else f"*Missing: `{path.name}` was not written by this run.*") + "\n"
 
-def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Path, keys:dict|None=None) -> str:
-    "The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run` of `run_dir` and `root`'s settings.ini."
-    fig = Path(figures_dir)
-    keys = keys_as_run(run_dir, Path(root) / "settings.ini") if keys is None else keys
-    stack = ", ".join(f"{k} {v}" for k, v in stack_versions().items())
-    out = [f"# Run report: profile `{profile}`\n", f"Commit {git_commit(root)}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
-           f"Stack: {stack}.\n", f"Machine: {machine()}.\n"]
-    out.append(_section("The papers' claims", fig / "claims.md", lambda p: p.read_text()))
-    out.append(_section("Table 2", fig / "table2.md", lambda p: p.read_text()))
-    out.append("## What the CPU does to these numbers\n\n" + cpu_note(fig))
+# %% ../nbs/14_report.ipynb #5ce91990
+def _table2_sections(fig:Path) -> list[str]:
+    "The report's sections on how far Table 2's differences hold (over items, over training runs) and on CollabLLM's pairs, those the run wrote."
+    out = []
     paired = lambda p: ("Paired differences ×100 over the same held-out items and seeds, percentile-bootstrap 95 % CI over items; "
                         "× marks an interval that excludes 0.\n\n" + paired_wide(pd.read_csv(p)).to_markdown(index=False) + "\n")
     out.append(_section("Which differences are real", fig / "table2_paired.csv", paired))
@@ -185,8 +179,11 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
         out.append(_section("CollabLLM's pairs, checked with the real user", fig / "collabllm_pair_check.md", lambda p: "Held-out CollabLLM "
                             "pairs continued to the end with the real user: how often the chosen reply returns more (wins) or less (losses) than the rejected, "
                             "the win share among pairs that differ with its Wilson 95 % interval, and the ask rates of chosen, rejected and a perfect asker.\n\n" + p.read_text()))
-    shown = [f"![{t}]({n})" for n, t in FIGURES.items() if (fig / n).exists()]
-    out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this run.*") + "\n")
+    return out
+
+def _time_sections(fig:Path, profile:str, run_dir:str|Path) -> list[str]:
+    "The report's sections on where the run's time went: per notebook, inside worker pools and, for a profile with a time target, against it."
+    out = []
     out.append(_section("Time per notebook", fig / "time_profile.md", lambda p: "Seconds, from `calirl reproduce` (this notebook "
                         "itself is not in it yet).\n\n" + p.read_text()))
     out.append(_section("Time inside worker pools", fig / "time_profile_pools.md", lambda p: "Core-seconds of the jobs that ran in "
@@ -196,6 +193,23 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
         from calirl.pipeline import read_state                      # the run state as `calirl reproduce` reads it (records when state.json is damaged)
         wall = busy_seconds(read_state(run_dir))                     # None without times: the notebooks' summed time
         out.append("## Where the time goes\n\n" + time_budget(pd.read_csv(fig / "time_profile.csv"), pools, TIME_TARGETS[profile], wall_s=wall))
+    return out
+
+# %% ../nbs/14_report.ipynb #cc0946ea
+def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Path, keys:dict|None=None) -> str:
+    "The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run` of `run_dir` and `root`'s settings.ini."
+    fig = Path(figures_dir)
+    keys = keys_as_run(run_dir, Path(root) / "settings.ini") if keys is None else keys
+    stack = ", ".join(f"{k} {v}" for k, v in stack_versions().items())
+    out = [f"# Run report: profile `{profile}`\n", f"Commit {git_commit(root)}; written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n",
+           f"Stack: {stack}.\n", f"Machine: {machine()}.\n"]
+    out.append(_section("The papers' claims", fig / "claims.md", lambda p: p.read_text()))
+    out.append(_section("Table 2", fig / "table2.md", lambda p: p.read_text()))
+    out.append("## What the CPU does to these numbers\n\n" + cpu_note(fig))
+    out += _table2_sections(fig)
+    shown = [f"![{t}]({n})" for n, t in FIGURES.items() if (fig / n).exists()]
+    out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this run.*") + "\n")
+    out += _time_sections(fig, profile, run_dir)
     rows = "\n".join(f"| `{k}` | `{json.dumps(v, ensure_ascii=False)}` |" for k, v in keys.items())
     out.append("## Profile keys as run\n\n" + ("| key | value |\n|---|---|\n" + rows if keys else "*No keys found.*") + "\n")
     return "\n".join(out)
@@ -216,6 +230,7 @@ def _paired_claims(p:pd.DataFrame, claim:str, pairs:list[tuple[str, str]]) -> li
                         verdict=_ci_verdict(r.ci_low, r.ci_high)))
     return out
 
+# %% ../nbs/14_report.ipynb #2c97ba4c
 LEVEL_MARGIN = 5.0       # points (×100): how far apart two rows may be and still count as level
 
 SEED_CLAIMS = [          # claim, comparison, task, direction (+1: the first is better; 0: level), a note for the row
@@ -238,6 +253,7 @@ def seed_verdict(per_seed, lo:float, hi:float, direction:int, margin:float=LEVEL
     else: v = _ci_verdict(lo, hi) if direction > 0 else _ci_verdict(-hi, -lo)
     return v + (" (seeds disagree in sign)" if min(per_seed) < 0 < max(per_seed) else "")
 
+# %% ../nbs/14_report.ipynb #cf3568a1
 def _seed_claims(sp:pd.DataFrame) -> list[dict]:
     "The Table 2 claims from `table2_seed_paired`: effect with each seed's difference, the t interval, the verdict."
     out = []
@@ -275,6 +291,7 @@ def _both(*verdicts:str) -> str:
     "The verdict of a claim with several parts: reproduced if every part is, not reproduced if any part is not, else inconclusive."
     return "reproduced" if all(v == "reproduced" for v in verdicts) else "not reproduced" if "not reproduced" in verdicts else "inconclusive"
 
+# %% ../nbs/14_report.ipynb #04cdea8a
 def _realism_claims(r:pd.DataFrame, comparison:pd.DataFrame|None=None) -> list[dict]:
     "The calibration claim from `realism`, with `realism_comparison`'s intervals where the run made them (else point estimates)."
     r = r.set_index("user")
@@ -294,6 +311,7 @@ def _realism_claims(r:pd.DataFrame, comparison:pd.DataFrame|None=None) -> list[d
         out.append(row)
     return out
 
+# %% ../nbs/14_report.ipynb #7fc018ca
 def _fall(lo:float, hi:float) -> str:
     "The verdict of a claimed fall from its 95 % CI (NaN: nothing measured)."
     return "inconclusive (not measured)" if not (np.isfinite(lo) and np.isfinite(hi)) else _ci_verdict(-hi, -lo)
@@ -326,7 +344,6 @@ def _dial_claims(o:pd.DataFrame, r:pd.DataFrame|None=None, control:pd.DataFrame|
         rows.append(dict(claim="DIAL keeps the task score's gap to the real user within 0.1", evidence=f"J gap, {span} (08)",
                          effect=f"{first:.3f} → {lastg:.3f}", ci="point estimate", verdict="reproduced" if lastg <= 0.1 else "not reproduced"))
     return rows
-
 
 # %% ../nbs/14_report.ipynb #29920f01
 def _pm(s) -> tuple[float, float]:

@@ -138,8 +138,6 @@ def bleu_char_nltk(hyp:str|None, ref:str) -> Score:
         return safe_score(lambda: sentence_bleu([ref], hyp))
 
 # %% ../nbs/02c_rewards.ipynb #d13246ba
-_VERIFIER = None
-
 def _last_assistant(messages:list) -> str | None:
     "The content of the last assistant message (paper-scale answers are free text; the judge reads it whole)."
     for m in reversed(messages):
@@ -154,6 +152,7 @@ def fenced_document(text:str|None) -> str|None:
     blocks = _DOC_FENCE.findall(text)
     return blocks[-1].strip() if blocks else text.strip()
 
+# %% ../nbs/02c_rewards.ipynb #1760e6e6
 def judged_document(generate:Callable, text:str|None) -> tuple[str | None, str]:
     "(the document the judge model copies out of `text`, 'ok'), or (None, why not)."
     if not text: return "", "ok"
@@ -162,6 +161,9 @@ def judged_document(generate:Callable, text:str|None) -> tuple[str | None, str]:
     if len(replies) != 1: return None, "extract_batch_mismatch"
     doc, _ = parse_document(replies[0])
     return (doc, "ok") if doc is not None else (None, "extract_unparseable")
+
+# %% ../nbs/02c_rewards.ipynb #520000eb
+_VERIFIER = None
 
 def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu", termination:str="") -> Score:
     "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document; 0 if a policy turn was cut off."

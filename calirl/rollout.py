@@ -312,6 +312,7 @@ def bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed
     from calirl.runtime import one_thread
     with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, repeats, log)
 
+# %% ../nbs/05_rollout.ipynb #967323b7
 def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int, repeats:int, log) -> dict:
     "`bench_rollout`'s body."
     from calirl.runtime import interleaved, median_of

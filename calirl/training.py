@@ -8,8 +8,8 @@ the tiny base policy and the Phase I simulator, and offline DPO against a frozen
 # %% auto #0
 __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'SFT_SPEEDUPS', 'run_trainer', 'precision_args', 'report_args', 'log_to',
            'write_accelerate_config', 'wants_cuda', 'n_processes', 'free_port', 'launch_command', 'launched',
-           'launch_config', 'trainer_kw', 'save_trained', 'load_trained', 'sft_train', 'dpo_train', 'preference_pair',
-           'sft_heldout_loss', 'sft_setup_names', 'bench_sft_step']
+           'launch_config', 'trainer_kw', 'save_trained', 'load_trained', 'rank_device', 'sft_train', 'dpo_train',
+           'preference_pair', 'sft_heldout_loss', 'sft_setup_names', 'bench_sft_step']
 
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
@@ -97,8 +97,8 @@ def write_accelerate_config(path:str|Path="accelerate_fsdp.yaml", num_processes:
 
 def wants_cuda(device:str) -> bool:
     "Whether the profile's `device` means CUDA: `cuda…`, or `auto` where a GPU is visible."
-    from calirl.runtime import _cuda
-    return str(device).startswith("cuda") or (device == "auto" and _cuda())
+    from calirl.runtime import cuda_available
+    return str(device).startswith("cuda") or (device == "auto" and cuda_available())
 
 def n_processes(processes:int=0, device:str="cpu") -> int:
     "How many processes a trainer runs in: `processes` when set, else one per visible CUDA GPU (one on the CPU)."
@@ -127,7 +127,7 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
     if processes <= 1: return fn(job)
     import os, subprocess
     import cloudpickle          # by value: functions and classes defined in a notebook travel too
-    from calirl.backends import _die_with_parent
+    from calirl.backends import die_with_parent
     with tempfile.TemporaryDirectory() as d:
         job_file, result_file = Path(d) / "job.pkl", Path(d) / "result.pkl"
         out_file = Path(log) if log else Path(d) / "out.log"
@@ -136,7 +136,7 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
         cmd = launch_command(processes, config) + [str(job_file), str(result_file)]
         with open(out_file, "ab") as out, timed("workers"):
             rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1"},
-                                preexec_fn=_die_with_parent).returncode   # a killed caller takes its trainers with it
+                                preexec_fn=die_with_parent).returncode   # a killed caller takes its trainers with it
         if rc != 0 or not result_file.is_file():
             errors = sorted(Path(d).glob("result.pkl.error.*"))
             why = errors[0].read_text() if errors else "".join(out_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
@@ -165,8 +165,8 @@ if __name__ == "__main__" and __import__("os").environ.get("CALIRL_LAUNCHED") ==
 def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> str|None:
     "The accelerate config of launched trainers: the profile's `config` if set, else the FSDP config (written to `run_dir`) for several CUDA processes, else none."
     if config: return str(config)
-    from calirl.runtime import _cuda
-    if processes > 1 and wants_cuda(device) and _cuda(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
+    from calirl.runtime import cuda_available
+    if processes > 1 and wants_cuda(device) and cuda_available(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
     return None
 
 def trainer_kw(prof, run_dir:str|Path, name:str, sft:bool=False) -> dict:
@@ -199,7 +199,7 @@ def load_trained(model, path:str|Path):
     model.load_state_dict(causal_lm(str(path), dtype=model.dtype).state_dict())
     return model
 
-def _rank_device(device:str) -> str:
+def rank_device(device:str) -> str:
     "The device of this launched process: its own GPU (LOCAL_RANK) on CUDA, else `device`."
     import os
     return f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if wants_cuda(device) else device
@@ -235,10 +235,11 @@ def _sft_trainer(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:
                     **report_args(report_to, logs_dir))
     return log_to(_seeded_sft_trainer()(model=model, args=cfg, train_dataset=Dataset.from_list([{"messages": c} for c in chats]), processing_class=tok), logs_dir)
 
+# %% ../nbs/04b_training.ipynb #0e5f32a3
 def _sft_job(job:dict) -> list[dict]:
     "In each launched process: fine-tune the model saved at `job['path']` as `sft_train` does and save it to `job['out']`; the logged losses."
     from calirl.models import load_model
-    model, tok = load_model(job["path"], device=_rank_device(job["device"]), dtype=job["dtype"], lora={} if job["lora"] else None)
+    model, tok = load_model(job["path"], device=rank_device(job["device"]), dtype=job["dtype"], lora={} if job["lora"] else None)
     tr = _sft_trainer(model, tok, **job["args"])
     run_trainer(tr)
     save_trained(tr, tok, job["out"])
@@ -288,9 +289,10 @@ def _dpo_trainer(model_path:str|Path, pairs:list[dict], lr:float, beta:float, ba
     tr.remove_callback(PrinterCallback)                      # the log is returned (and tabulated), not printed per step
     return tr, tok
 
+# %% ../nbs/04b_training.ipynb #6aeffc86
 def _dpo_job(job:dict) -> list[dict]:
     "In each launched process: `dpo_train`'s training, the model saved to `job['out']`; the logged steps."
-    tr, tok = _dpo_trainer(**{**job["args"], "device": _rank_device(job["args"]["device"])})
+    tr, tok = _dpo_trainer(**{**job["args"], "device": rank_device(job["args"]["device"])})
     run_trainer(tr)
     save_trained(tr, tok, job["out"])
     return [h for h in tr.state.log_history if "loss" in h]
@@ -346,6 +348,7 @@ def sft_setup_names(setups:Iterable[str]|None=None) -> list[str]:
         raise ValueError(f"setups must be among {', '.join(SFT_SETUPS)}, random among them; got {names}")
     return names
 
+# %% ../nbs/04b_training.ipynb #548ffb75
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print,
                    setups:Iterable[str]|None=None) -> dict:
     "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a dict."
@@ -381,4 +384,3 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
     log("SFT step, against one process on one thread in random order: "
         + ", ".join(f"{SFT_SPEEDUPS[name][1]} {out[SFT_SPEEDUPS[name][0]]:.2f}x" for name in faster) + " faster")
     return out
-
