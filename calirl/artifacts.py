@@ -11,7 +11,7 @@ __all__ = ['ARTIFACTS', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
 import contextlib, json, os, shutil, uuid
 from pathlib import Path
 from typing import Any
-from .core import _suggest, typed_value
+from .core import suggest, typed_value
 from .stages import MAKERS, STAGES
 
 # %% ../nbs/00e_artifacts.ipynb #cb450df0
@@ -76,7 +76,7 @@ class MissingArtifactError(FileNotFoundError):
 
 def artifact_path(run_dir:str|Path, name:str) -> Path:
     "Where artifact `name` lives under `run_dir`."
-    if name not in ARTIFACTS: raise KeyError(f"unknown artifact {name!r}{_suggest(name, ARTIFACTS)}; known: {', '.join(ARTIFACTS)}")
+    if name not in ARTIFACTS: raise KeyError(f"unknown artifact {name!r}{suggest(name, ARTIFACTS)}; known: {', '.join(ARTIFACTS)}")
     return Path(run_dir) / "artifacts" / ARTIFACTS[name]
 
 def require_artifact(run_dir:str|Path, name:str) -> Path:

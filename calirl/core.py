@@ -263,8 +263,6 @@ def suggest(word:str, valid:Iterable[str]) -> str:
     m = difflib.get_close_matches(word, list(valid), n=1, cutoff=0.6)
     return f" (did you mean `{m[0]}`?)" if m else ""
 
-_suggest = suggest                         # the old name: 00e_artifacts still imports it (#67); remove once it imports `suggest`
-
 # %% ../nbs/00_core.ipynb #43208e3f
 def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
     "Raw `key -> string` of every profile in the INI file `path`, with `inherit` resolved."

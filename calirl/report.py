@@ -419,13 +419,12 @@ def folder_readme(figures_dir:str|Path) -> str:
     rows = [("command", f"`calirl reproduce --profile {h['profile']}`"), ("commit", f"`{h['commit']}`"), ("written", h["written"]),
             ("machine", h["machine"] or "not recorded: this run's report predates the line that names the machine"),
             ("notebooks' time", _notebook_seconds(fig) or "not recorded"), ("stack", h["stack"])]
-    notes = "\nNotes written by hand on how these tables were made and how to read them: [`NOTES.md`](NOTES.md).\n" if (fig / "NOTES.md").exists() else ""
     return (f"# `figures/{h['profile']}/`\n\nWhat `calirl reproduce --profile {h['profile']}` wrote. This page is written by the run's last notebook "
             f"(`14_report`, `calirl.report.folder_readme`) from this folder's `report.md` and `time_profile.csv`.\n\n| | |\n|---|---|\n"
             + "\n".join(f"| {k} | {v} |" for k, v in rows)
             + "\n\nOpen [`report.md`](report.md) first: the papers' claims with a verdict each, Table 2 with its paired intervals, the key "
             "figures, the time per notebook and the keys as run. The tables (`.md` and `.csv`) and figures (`.png`) beside it are "
-            "the ones the report quotes.\n" + notes)
+            "the ones the report quotes.\n")
 
 # %% ../nbs/14_report.ipynb #024a3cd7
 RESULTS_BEGIN = "<!-- results: begin. Written by `calirl report --readme` from {report}: edit the notebooks that make the report, not this block -->"

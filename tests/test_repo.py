@@ -94,10 +94,6 @@ def test_every_float_comparison_states_why_its_tolerance_holds():
     assert not silent, f"compare floats without a `tolerances:` line saying why: {silent}"
     assert not constant, "model outputs held to a constant tolerance:\n" + "\n".join(constant)
 
-# A private name imported across modules, left until the notebook that imports it is free to edit: its exporting module
-# keeps the old name as an alias meanwhile. The test fails when an entry is no longer needed, so the list only shrinks.
-PRIVATE_IMPORTS_PENDING = {"00e_artifacts.ipynb: from calirl.core import _suggest", "artifacts.py: from calirl.core import _suggest"}
-
 def _private_imports(src:str, own:str, where:str) -> list[str]:
     "Each `from calirl.X import _name` (or `from .X import _name`) in `src` whose X is not `own`, as `where: from calirl.X import _name`."
     import ast
@@ -119,10 +115,7 @@ def test_private_names_stay_in_their_module():
         cells = ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
         own = next((m.group(1) for c in cells for m in [re.search(r"^#\| default_exp (\S+)", c, re.M)] if m), "")
         found += [f for c in cells for f in _private_imports(c, own, nb.name)]
-    bad = sorted(set(found) - PRIVATE_IMPORTS_PENDING)
-    assert not bad, "private names imported from another module (make them public, or move them where both can import them):\n" + "\n".join(bad)
-    done = sorted(PRIVATE_IMPORTS_PENDING - set(found))
-    assert not done, f"no longer imported: remove from PRIVATE_IMPORTS_PENDING (and the exporting module's alias): {done}"
+    assert not found, "private names imported from another module (make them public, or move them where both can import them):\n" + "\n".join(sorted(found))
 
 def test_the_check_finds_a_private_import():
     src = "from calirl.core import _suggest, typed_value\nfrom .training import _rank_device\nfrom .dial import _replies\nfrom calirl.x import __version__\nfrom os import _exit"
