@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from .core import GRPOSettings, PerTask
+from .settings import GRPOSettings, PerTask
 from .runtime import pmap, seed_everything
 from .tasks import TaskItem, tiny_items
 from .rewards import task_reward

@@ -11,7 +11,7 @@ __all__ = ['ARTIFACTS', 'atomic_path', 'save_json', 'load_json', 'save_parquet',
 import contextlib, json, os, shutil, uuid
 from pathlib import Path
 from typing import Any
-from .core import suggest, typed_value
+from .settings import suggest, typed_value
 from .stages import MAKERS, STAGES
 
 # %% ../nbs/00e_artifacts.ipynb #cb450df0

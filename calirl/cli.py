@@ -9,7 +9,7 @@ __all__ = ['positive_int', 'sft_setups', 'main']
 import argparse, json, sys
 from dataclasses import fields
 from pathlib import Path
-from .core import Profile, ProfileError, key_range, parse_overrides, read_profiles, load_profile
+from .settings import Profile, ProfileError, key_range, parse_overrides, read_profiles, load_profile
 from .pipeline import PipelineError, find_project, format_plan, init_project, make_plan, project_template, run_paths, run_plan, state_problem
 
 # %% ../nbs/00b_cli.ipynb #dd4c2ed5

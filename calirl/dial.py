@@ -200,9 +200,9 @@ def pairs_accept_wrong(items:list[TaskItem], sessions:list[Chat], pairs:list[dic
     return float(np.mean([flag(p, "chosen") and not flag(p, "rejected") for p in pairs]))
 
 # %% ../nbs/07_dial.ipynb #565eeab3
-def dpo_step(sim_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1, seed:int=0, **kw):
+def dpo_step(sim_path:str|Path, pairs:list[dict], *, lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1, seed:int=0, **kw):
     "One DIAL refinement: `epochs` of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen; `kw` go to `dpo_train`."
-    return dpo_train(sim_path, pairs, lr, beta, batch_size, max_length, epochs=epochs, seed=seed, **kw)
+    return dpo_train(sim_path, pairs, lr=lr, beta=beta, batch_size=batch_size, max_length=max_length, epochs=epochs, seed=seed, **kw)
 
 # %% ../nbs/07_dial.ipynb #b8d2f0e2
 def final_log_odds(disc, tok, sessions:list[Chat]) -> np.ndarray:
@@ -355,7 +355,7 @@ def starting_simulator(sft_path:str|Path, tok, items:list[TaskItem], sessions:li
     if not prof.dial_start_epochs: return model, []
     chats = [simulator_sft_example(it, s, tok) for it, s in zip(items, sessions)]
     with tempfile.TemporaryDirectory() as d:
-        return sft_train(model, tok, chats, d, prof.dial_start_epochs, prof.sft_lr, prof.sft_batch_size, max_length, prof.seed,
+        return sft_train(model, tok, chats, d, epochs=prof.dial_start_epochs, lr=prof.sft_lr, batch_size=prof.sft_batch_size, max_length=max_length, seed=prof.seed,
                          **trainer_kw(prof, run_dir, f"sft-dial-start-{task}", sft=True))
 
 # %% ../nbs/07_dial.ipynb #e3d5060b
@@ -366,8 +366,8 @@ def refine(disc, user, items:list[TaskItem], sessions:list[Chat], path:str|Path,
                                      prof.max_new_tokens, prof.train_temperature, prof.seed + it, sees_goal=prof.disc_sees_goal)
     model, tok, log = user.backend.model, user.tokenizer, []
     if pairs:
-        model, tok, log = dpo_step(path, pairs, prof.dial_dpo_lr, prof.dpo_beta, min(prof.sft_batch_size, 16), max_length, prof.dial_dpo_epochs, prof.seed + it,
-                                   device=prof.device, dtype=prof.dtype, **trainer_kw(prof, run_dir, f"dpo-dial-{it}-{task}"))
+        model, tok, log = dpo_step(path, pairs, lr=prof.dial_dpo_lr, beta=prof.dial_dpo_beta, batch_size=min(prof.sft_batch_size, 16), max_length=max_length,
+                                   epochs=prof.dial_dpo_epochs, seed=prof.seed + it, device=prof.device, dtype=prof.dtype, **trainer_kw(prof, run_dir, f"dpo-dial-{it}-{task}"))
     save_model(model, tok, out)
     return pairs, counts, log
 

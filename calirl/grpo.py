@@ -22,7 +22,7 @@ from typing import Callable
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from .core import GRPOSettings, PerTask, Profile
+from .settings import GRPOSettings, PerTask, Profile
 from .artifacts import load_json, save_json
 from .tasks import TaskItem
 from .dialogue import Chat, Conversation, asks, committed, final_answer, is_right, prefix_ends
@@ -559,7 +559,8 @@ def bench_grpo_step(prof:Profile, steps:int=5, prompts:int=4, hidden:int=128, la
     if sft_conversations:                                     # a policy that ends its turns, so that episodes run several rounds
         demos = [d.messages for d in converse(scripted_human(), ScriptedAssistant(0.35, 0.1), tiny_items("math-chat", "eval", sft_conversations, seed), H, seed)]
         with tempfile.TemporaryDirectory() as d:
-            model, _ = sft_train(model, ptok, demos, d, warmup_epochs, 2e-3, 32, 512, seed, threads=trainer_threads(0, "cpu"))
+            model, _ = sft_train(model, ptok, demos, d, epochs=warmup_epochs, lr=2e-3, batch_size=32, max_length=512, seed=seed,
+                                 threads=trainer_threads(0, "cpu"))
     model_dir = save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
     settings = GRPOSettings.of(prof, grpo_batch=G * prompts, device="cpu", dtype="float32", rollout_backend="hf")   # the rest as the profile says
     max_len = PerTask("max_len", 512, 512)
@@ -567,7 +568,7 @@ def bench_grpo_step(prof:Profile, steps:int=5, prompts:int=4, hidden:int=128, la
     out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, warmup_epochs=warmup_epochs, chunk=chunk, repeats=repeats)
     setups = {"generate": ("generate", 0), "lean": ("lean", 0), "chunked": ("lean", chunk)}
     def run(name:str, engine:str, c:int) -> dict:
-        with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, replace(settings, grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs
+        with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, settings.changed(grpo_chunk=c), H, max_len)   # as a GRPO variant's worker runs
         log(f"{name:>9}: {r['step_s']:.2f} s per step, of which decoding {r['generation_s']:.2f}, forward + backward {r['forward_s'] + r['backward_s']:.2f}")
         return r
     try:

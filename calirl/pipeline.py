@@ -18,7 +18,7 @@ import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from .core import PROFILE_KEYS, READS_ENV, Profile, ProfileError, load_profile, project_root
+from .settings import PROFILE_KEYS, READS_ENV, Profile, ProfileError, load_profile, project_root
 from .artifacts import artifact_path, save_json, save_table
 from .stages import STAGES, stage, world_refusal
 
@@ -468,7 +468,7 @@ def phases_path(run_dir:str|Path, name:str) -> Path:
     return Path(run_dir) / "notebooks" / f"{name}.phases.json"
 
 def reads_path(run_dir:str|Path, name:str) -> Path:
-    "Where notebook `name`'s profile lists the keys it read (`calirl.core.READS_ENV`)."
+    "Where notebook `name`'s profile lists the keys it read (`calirl.settings.READS_ENV`)."
     return Path(run_dir) / "notebooks" / f"{name}.reads.json"
 
 def read_reads(path:str|Path) -> list[str]|None:

@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import PROFILE_KEYS, load_profile
+from .settings import PROFILE_KEYS, load_profile
 from .pipeline import recorded_state
 
 # %% ../nbs/14_report.ipynb #bdf21ee1

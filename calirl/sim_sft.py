@@ -97,7 +97,8 @@ def train_simulator(job:SimulatorJob) -> dict:
     loss_before = sft_heldout_loss(sim_model, sim_tok, probe, job.max_length)
     t0 = time.time()
     with tempfile.TemporaryDirectory() as d:
-        sim_model, log = sft_train(sim_model, sim_tok, examples, d, job.epochs, job.lr, job.batch_size, job.max_length, job.seed, **job.trainer)
+        sim_model, log = sft_train(sim_model, sim_tok, examples, d, epochs=job.epochs, lr=job.lr, batch_size=job.batch_size, max_length=job.max_length,
+                                   seed=job.seed, **job.trainer)
     seconds = time.time() - t0
     if job.lora: sim_model = sim_model.merge_and_unload()
     for task in job.for_tasks: save_model(sim_model.eval(), sim_tok, Path(job.out_dir) / task)

@@ -49,9 +49,9 @@ def stage_table(rows:Iterable[Stage]) -> dict[str, Stage]:
 
 # %% ../nbs/00f_stages.ipynb #f25fdc51
 STAGES: dict[str, Stage] = stage_table([
-    Stage("00_core", "", "calirl.core",
-          summary="the profile schema, typed profiles loaded and checked once, typed setting groups (`GRPOSettings`, "
-                  "`PerTask`), the profile a notebook reads (`notebook_profile`, which notes the keys read)"),
+    Stage("00_core", "", "calirl.settings",
+          summary="the profile schema, typed profiles loaded and checked once, typed setting groups that are views of the "
+                  "checked profile (`GRPOSettings`, `PerTask`), the profile a notebook reads (`notebook_profile`, which notes the keys read)"),
     Stage("00a_reproduce", "", "calirl.pipeline",
           summary="the plan, chained fingerprints, the resumable papermill runner, the run's time profile "
                   "(`time_profile.md`), two runs' tables compared (`compare_runs`)"),

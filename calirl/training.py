@@ -245,7 +245,7 @@ def _sft_job(job:dict) -> list[dict]:
     save_trained(tr, tok, job["out"])
     return [h for h in tr.state.log_history if "loss" in h]
 
-def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
+def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, *, epochs:int, lr:float, batch_size:int, max_length:int,
               seed:int=0, sampling:str="random", processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None,
               report_to="none", logs_dir:str|Path|None=None, threads:int=0, micro_batches:int=1):
     "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; `micro_batches` > 1 cuts each batch into that many micro-batches of similar cost."
@@ -269,7 +269,7 @@ def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:flo
     return model.to(device), history
 
 # %% ../nbs/04b_training.ipynb #4bc4a529
-def _dpo_trainer(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
+def _dpo_trainer(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
                  seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False, processes:int=1,
                  report_to="none", logs_dir:str|Path|None=None):
     "TRL's DPOTrainer for `dpo_train` and its tokenizer: `batch_size` pairs per step over all `processes`."
@@ -297,7 +297,7 @@ def _dpo_job(job:dict) -> list[dict]:
     save_trained(tr, tok, job["out"])
     return [h for h in tr.state.log_history if "loss" in h]
 
-def dpo_train(model_path:str|Path, pairs:list[dict], lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
+def dpo_train(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
               seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False,
               processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None, report_to="none", logs_dir:str|Path|None=None,
               threads:int=0):
@@ -369,7 +369,7 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
         n_threads = threads or trainer_threads(0, "cpu")
         with blas_threads(n_threads), tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
-            model, _ = sft_train(model, ptok, chats, d, epochs, 1e-3, batch_size, 512, seed, sampling=sampling, processes=procs, micro_batches=micro)
+            model, _ = sft_train(model, ptok, chats, d, epochs=epochs, lr=1e-3, batch_size=batch_size, max_length=512, seed=seed, sampling=sampling, processes=procs, micro_batches=micro)
             r = dict(step_s=(time.perf_counter() - t0) / steps, threads=n_threads)
             r["heldout_loss"] = sft_heldout_loss(model, ptok, held, 512)
         log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {micro} micro-batch(es), {r['step_s']:.3f} s per step; held-out loss {r['heldout_loss']:.4f}")

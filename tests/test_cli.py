@@ -3,7 +3,7 @@ import errno, json, os, signal, subprocess, sys, time
 from pathlib import Path
 import nbformat, pytest
 from conftest import ROOT, BIN, calirl, copy_project
-from calirl.core import load_profile
+from calirl.settings import load_profile
 from calirl.pipeline import PHASE_COLUMNS
 
 def _one_clear_error(r, *needles):

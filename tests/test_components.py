@@ -5,7 +5,7 @@ import ast, importlib.util, json, os, signal, subprocess, time, urllib.request
 import pytest
 from conftest import BIN, ROOT
 from calirl import components as C
-from calirl.core import ProfileError, load_profile
+from calirl.settings import ProfileError, load_profile
 from calirl.pipeline import list_notebooks
 
 QWEN3, QWEN25 = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen2.5-7B-Instruct"

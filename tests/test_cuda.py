@@ -7,7 +7,7 @@ import pytest
 import torch
 torch.set_num_threads(1)
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
-from calirl.core import GRPOSettings, PerTask
+from calirl.settings import GRPOSettings, PerTask
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                                   reason="SKIPPED the CUDA twin: torch sees no CUDA GPU here"))]

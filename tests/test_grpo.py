@@ -4,12 +4,11 @@ training run resumes from its last checkpoint to the same result as an uninterru
 # lr = 1e-3 per weight): lr/100 after a resume from a checkpoint, lr/1000 where only micro-batching or chunking differs;
 # a step taken differently moves weights by ~lr and fails. Advantages (float32, groups of ≤ 8 values ≤ 1) at 1e-6.
 import math
-from dataclasses import replace
 import pytest
 import torch
 torch.set_num_threads(1)   # tiny models: one thread is as fast, and more threads on shared cores thrash
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
-from calirl.core import GRPOSettings, PerTask
+from calirl.settings import GRPOSettings, PerTask
 
 SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
                         train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf",
@@ -102,7 +101,7 @@ def test_vllm_colocate_grpo(tmp_path):
     path = save_model(model, tok, tmp_path / "policy")
     for sleep in (False, True):
         model, tok = load_model(path, device="cuda", dtype="bfloat16")
-        gpu = replace(SETTINGS, device="cuda", dtype="bfloat16", rollout_backend="vllm")
+        gpu = SETTINGS.changed(device="cuda", dtype="bfloat16", rollout_backend="vllm")
         cfg = grpo_config(tmp_path / f"run-{sleep}", 2, gpu, vllm_gpu_memory_utilization=0.15, vllm_enable_sleep_mode=sleep,
                           vllm_max_model_length=512)
         assert cfg.use_vllm and cfg.vllm_mode == "colocate"
@@ -137,7 +136,7 @@ def test_micro_batches_give_the_same_update(tiny, tmp_path):
     model, tok, items = tiny
     out = {}
     for micro in (0, 2):
-        s = replace(SETTINGS, micro_batch=micro)
+        s = SETTINGS.changed(micro_batch=micro)
         cfg = grpo_config(tmp_path / f"m{micro}", 1, s, save_steps=1)
         assert cfg.gradient_accumulation_steps == (1 if micro == 0 else 2)
         rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
@@ -161,7 +160,7 @@ def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
     from calirl.training import launched
     model, tok, items = tiny
     save_model(model, tok, tmp_path / "base")
-    s = replace(SETTINGS, micro_batch=2)                       # global batch 4 = 2 per process × 2 processes × 1 pass
+    s = SETTINGS.changed(micro_batch=2)                       # global batch 4 = 2 per process × 2 processes × 1 pass
     v = Variant("naive", base_path=str(tmp_path / "base"), rows=interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0),
                 items=items, user=dict(kind="artifact-simulator"), judge=dict(kind="verifier"), settings=s, max_len=PerTask("max_len", 256, 256),
                 H=2, steps=2, ckpt_root=str(tmp_path / "ckpt"), out_path=str(tmp_path / "policy_naive"), report_to=("none",))
@@ -199,7 +198,7 @@ def test_length_chunks_give_the_same_update(tiny, tmp_path):
     model, tok, items = tiny
     out, widths = {}, []
     for chunk in (0, 1):
-        s = replace(SETTINGS, grpo_chunk=chunk)
+        s = SETTINGS.changed(grpo_chunk=chunk)
         cfg = grpo_config(tmp_path / f"c{chunk}", 1, s, save_steps=1)
         rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
         rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
-from calirl.core import GRPOSettings, PerTask, load_profile
+from calirl.settings import GRPOSettings, PerTask, load_profile
 
 
 from calirl.runtime import pmap

@@ -56,7 +56,7 @@ def test_figures_hold_results_not_code():
     assert not code, f"code in figures/: {code}; make it a notebook cell or a `calirl` command, or leave it to git history"
     missing = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in ("smoke", "paper-smoke", "paper-mini") and not (d / "README.md").is_file()]
     assert not missing, f"figures/ folders without a README.md saying what made them: {missing}"
-    from calirl.core import read_profiles
+    from calirl.settings import read_profiles
     written = set(read_profiles(ROOT / "settings.ini"))                    # a run writes figures/<profile>/ and nothing else
     records = [d.name for d in figs.iterdir() if d.is_dir() and d.name not in written]
     assert not records, f"figures/ holds folders no profile's run writes: {records}; records of checks belong in lab/"
@@ -118,5 +118,5 @@ def test_private_names_stay_in_their_module():
     assert not found, "private names imported from another module (make them public, or move them where both can import them):\n" + "\n".join(sorted(found))
 
 def test_the_check_finds_a_private_import():
-    src = "from calirl.core import _suggest, typed_value\nfrom .training import _rank_device\nfrom .dial import _replies\nfrom calirl.x import __version__\nfrom os import _exit"
-    assert _private_imports(src, "dial", "m.py") == ["m.py: from calirl.core import _suggest", "m.py: from calirl.training import _rank_device"]
+    src = "from calirl.settings import _suggest, typed_value\nfrom .training import _rank_device\nfrom .dial import _replies\nfrom calirl.x import __version__\nfrom os import _exit"
+    assert _private_imports(src, "dial", "m.py") == ["m.py: from calirl.settings import _suggest", "m.py: from calirl.training import _rank_device"]

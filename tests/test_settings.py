@@ -1,16 +1,15 @@
-"""Settings have one home (`settings.ini`, read through the typed `calirl.core.Profile`): no literal copies in notebooks or
+"""Settings have one home (`settings.ini`, read through the typed `calirl.settings.Profile`): no literal copies in notebooks or
 the package, `-p` overrides reach TRL unchanged, and typed groups (GRPO, per-task) reach the functions that use them as one
 checked value, never re-packed by hand."""
 import ast, json, pickle, re
 from dataclasses import replace
 import pytest
 from conftest import ROOT
-from calirl.core import GRPOSettings, PER_TASK_KEYS, PROFILE_KEYS, PerTask, ProfileError, load_profile
+from calirl.settings import GRPO_KEYS, GRPOSettings, PER_TASK_KEYS, PROFILE_KEYS, PerTask, ProfileError, load_profile
 from calirl.pipeline import list_notebooks
 
 SMOKE = load_profile("smoke", ROOT / "settings.ini")
 NOTEBOOKS = {p.stem: p for p in list_notebooks(ROOT)}
-GRPO_KEYS = [k for k in GRPOSettings.__dataclass_fields__ if k != "rollout_backend"]
 
 
 def _code_cells(nb):
@@ -78,7 +77,7 @@ def test_the_check_finds_a_literal_setting():
 
 def test_a_p_override_reaches_trl_unchanged(tmp_path):
     "`calirl reproduce -p KEY=VALUE` → the plan's papermill parameters → the notebook's profile → `GRPOSettings` → TRL's `GRPOConfig`."
-    from calirl.core import notebook_profile, parse_overrides
+    from calirl.settings import notebook_profile, parse_overrides
     from calirl.grpo import grpo_config
     from calirl.pipeline import make_plan
     _, steps = make_plan(ROOT, "smoke", parse_overrides(["grpo_lr=0.000123", "eps_high=0.31", "adam_beta2=0.97", "G=2", "grpo_batch=6"]))
@@ -92,7 +91,7 @@ def test_a_p_override_reaches_trl_unchanged(tmp_path):
 
 
 def test_bad_values_are_refused_with_the_schema_message():
-    params = {k: getattr(SMOKE, k) for k in GRPO_KEYS + ["rollout_backend", "max_len_math", "max_len_docedit"]}
+    params = {k: getattr(SMOKE, k) for k in (*GRPO_KEYS, "max_len_math", "max_len_docedit")}
     with pytest.raises(ProfileError, match=r"settings: `grpo_lr` = 0.0 is out of range \(0, 1\]"):
         GRPOSettings.of({**params, "grpo_lr": 0.0})
     with pytest.raises(ProfileError, match="`G` must be an integer"):
@@ -100,10 +99,26 @@ def test_bad_values_are_refused_with_the_schema_message():
     with pytest.raises(ProfileError, match="must be a multiple of `G`"):
         GRPOSettings.of({**params, "grpo_batch": 6})
     with pytest.raises(ProfileError, match="`device` = 'tpu' is not allowed"):
+        GRPOSettings.of(params).changed(device="tpu")
+    with pytest.raises(ProfileError, match="`device` = 'tpu' is not allowed"):
         replace(GRPOSettings.of(params), device="tpu")
     with pytest.raises(ProfileError, match=r"`max_len_math` = 4 is out of range \[16, 131072\]"):
         PerTask.of({**params, "max_len_math": 4}, "max_len")
     assert GRPOSettings.of({**params, "kl_beta": 0}).kl_beta == 0.0 and type(GRPOSettings.of({**params, "kl_beta": 0}).kl_beta) is float
+
+
+def test_a_key_is_checked_once_per_profile_load(monkeypatch):
+    "`load_profile` checks each key once; groups made from the profile and their per-seed copies check only what they change."
+    import calirl.settings as S
+    from collections import Counter
+    n, check = Counter(), S.check_value
+    monkeypatch.setattr(S, "check_value", lambda k, v, where: (n.update([k]), check(k, v, where))[1])
+    prof = load_profile("smoke", ROOT / "settings.ini")
+    g = GRPOSettings.of(prof)
+    copies = [g.changed(seed=prof.seed + i) for i in range(prof.train_runs)]
+    PerTask.of(prof, "max_len")
+    assert n == Counter({k: 1 for k in PROFILE_KEYS}) + Counter(seed=prof.train_runs), n
+    assert [c.seed for c in copies] == list(range(prof.seed, prof.seed + prof.train_runs)) and all(c.grpo_lr == prof.grpo_lr for c in copies)
 
 
 def test_groups_are_frozen_and_pickle():

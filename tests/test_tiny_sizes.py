@@ -4,7 +4,7 @@ kernels pinned to another instruction set. The smoke run, which the rest of the 
 --profile tiny` — as `04a`'s compaction check once did on an AVX-512 machine."""
 import pytest
 from conftest import TINY_SIZE_NOTEBOOKS
-from calirl.core import load_profile
+from calirl.settings import load_profile
 from calirl.pipeline import read_state
 
 def _check(run, label):
