@@ -20,3 +20,21 @@ Modules:
 - `calirl.validity`: DIAL §4.3.2, §4.3.4, §5.2 (Table 3) and App. B.4–B.6, in the tiny world: a multi-label taxonomy of user behaviour read from the text, with its binary cross-entropy alignment to the real user; a taxonomy of assistant failures located at the message where they happen; a zoo of policies of clearly different quality evaluated by every simulator and by the real user, with the Pearson correlation of issue and success rates and the KL divergence of issue categories (the analogue of Table 3); an A/B test replicated by each simulator; and a kit for human "which user is real?" judgments, with its scorer and Kendall's W."""
 
 __version__ = "0.1.0"
+
+import importlib as _importlib, sys as _sys, warnings as _warnings
+from importlib.abc import Loader as _Loader, MetaPathFinder as _MetaPathFinder
+from importlib.machinery import ModuleSpec as _ModuleSpec
+
+RENAMED_MODULES = {"calirl.core": "calirl.settings"}   # old name -> new: importable under the old name until 0.2
+
+class _RenamedModule(_MetaPathFinder, _Loader):
+    "Import a renamed module under its old name, with a DeprecationWarning naming the new one."
+    def find_spec(self, name, path=None, target=None):
+        return _ModuleSpec(name, self) if name in RENAMED_MODULES else None
+    def create_module(self, spec): return None
+    def exec_module(self, module):
+        new = RENAMED_MODULES[module.__name__]
+        _warnings.warn(f"{module.__name__} is now {new}; import it from there ({module.__name__} goes in calirl 0.2)", DeprecationWarning, stacklevel=2)
+        module.__dict__.update({k: v for k, v in vars(_importlib.import_module(new)).items() if not k.startswith("__")})
+
+if not any(isinstance(f, _RenamedModule) for f in _sys.meta_path): _sys.meta_path.append(_RenamedModule())

@@ -46,3 +46,16 @@ def test_wheel_carries_the_project_and_init_makes_one_that_reproduces(tmp_path):
     assert (proj / "runs/smoke/notebooks/01_theory.ipynb").is_file()
     r = subprocess.run([sys.executable, "-c", CLI, "init", "proj"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "nothing was written" in r.stderr, r.stderr
+
+def test_the_old_module_name_still_imports_with_a_warning():
+    "`calirl.core` was renamed `calirl.settings`; code written against the old name keeps working for a release, warned."
+    import importlib, sys, warnings
+    import calirl.settings as new
+    sys.modules.pop("calirl.core", None)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        old = importlib.import_module("calirl.core")
+    assert any(issubclass(x.category, DeprecationWarning) and "calirl.settings" in str(x.message) for x in w), [str(x.message) for x in w]
+    assert old.load_profile is new.load_profile and old.GRPOSettings is new.GRPOSettings
+    from calirl.core import load_profile                         # the README's old example still runs
+    assert load_profile("tiny").G == new.load_profile("tiny").G
