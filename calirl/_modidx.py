@@ -498,6 +498,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'calirl.report._time_sections': ('report.html#_time_sections', 'calirl/report.py'),
                                'calirl.report.busy_seconds': ('report.html#busy_seconds', 'calirl/report.py'),
                                'calirl.report.claims': ('report.html#claims', 'calirl/report.py'),
+                               'calirl.report.compact_claims': ('report.html#compact_claims', 'calirl/report.py'),
                                'calirl.report.cpu_note': ('report.html#cpu_note', 'calirl/report.py'),
                                'calirl.report.folder_readme': ('report.html#folder_readme', 'calirl/report.py'),
                                'calirl.report.git_commit': ('report.html#git_commit', 'calirl/report.py'),

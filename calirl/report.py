@@ -9,7 +9,7 @@ so that a table can be traced to the code and settings that made it. No paper se
 __all__ = ['STACK', 'KERNEL_PINS', 'TIME_TARGETS', 'FIGURES', 'LEVEL_MARGIN', 'SEED_CLAIMS', 'HEADER', 'RESULTS_BEGIN',
            'RESULTS_END', 'stack_versions', 'git_commit', 'machine', 'keys_as_run', 'busy_seconds', 'time_budget',
            'paired_wide', 'cpu_note', 'run_report', 'seed_verdict', 'claims', 'report_header', 'report_section',
-           'folder_readme', 'readme_results', 'with_results']
+           'folder_readme', 'readme_results', 'compact_claims', 'with_results']
 
 # %% ../nbs/14_report.ipynb #1f2312c7
 import ast, json, os, platform, re, shutil, subprocess, time
@@ -438,8 +438,17 @@ def readme_results(figures_dir:str|Path, rel:str) -> str:
     head = f"![{figs[0][0]}]({rel}/{figs[0][1]})\n\n" if figs else ""
     return "\n".join([RESULTS_BEGIN.format(report=f"{rel}/report.md"),
                       f"From [`{rel}/report.md`]({rel}/report.md): `calirl reproduce --profile {h['profile']}` at commit `{h['commit']}`, written {h['written']}.\n",
-                      head + "**The papers' claims**, as the report gives them:\n", report_section(rep, "The papers' claims"),
-                      *_table2_quote(rep), RESULTS_END])
+                      head + f"**The papers' claims** in short (the evidence and intervals of each: [the report]({rel}/report.md)):\n",
+                      compact_claims(figures_dir) or report_section(rep, "The papers' claims"), *_table2_quote(rep), RESULTS_END])
+
+def compact_claims(figures_dir:str|Path) -> str:
+    "The run's claims (`claims.csv`) as a short Markdown table for the README — claim, what is compared, effect, verdict — or '' without one."
+    p = Path(figures_dir) / "claims.csv"
+    if not p.exists(): return ""
+    c = pd.read_csv(p).fillna("")
+    rows = zip(c.claim, c.evidence.str.split(";").str[0], c.effect.str.split(" \\(per seed").str[0], c.verdict)
+    cell = lambda s: str(s).replace("|", "\\|")
+    return "\n".join(["| claim | compared | effect | verdict |", "|---|---|---|---|", *(f"| {' | '.join(map(cell, r))} |" for r in rows)]) + "\n"
 
 def _table2_quote(rep:str) -> list[str]:
     "Table 2 for the README: over training seeds when the run has them, else the run's one table."
