@@ -72,7 +72,7 @@ def notebook_page(path:str|Path, figures_dir:str|Path, label:str):
             c.execution_count = None
     return nb
 
-# %% ../nbs/00c_docs.ipynb #b35f2a0a
+# %% ../nbs/00c_docs.ipynb #1c7da119
 SKIP_FIGURES = ("smoke", "paper-smoke", "paper-mini")   # run folders git ignores: never part of the site
 
 def title_of(md:str, default:str="") -> str:
@@ -80,14 +80,17 @@ def title_of(md:str, default:str="") -> str:
     m = re.search(r"^#\s+(.+?)\s*$", md, re.M)
     return m.group(1).strip() if m else default
 
+# %% ../nbs/00c_docs.ipynb #cbc1d415
 def notebook_title(nb) -> str:
     "A notebook's title: the first `# heading` of its markdown cells ('' when it has none)."
     return next((t for c in nb.cells if c.cell_type == "markdown" and (t := title_of(c.source))), "")
 
+# %% ../nbs/00c_docs.ipynb #be9eb65e
 def nav_label(stem:str, nb) -> str:
     "A notebook's entry in the navigation and its page title: its stem and its title, without Markdown's backticks."
     return f"{stem}: {notebook_title(nb).replace('`', '') or stem}"
 
+# %% ../nbs/00c_docs.ipynb #f9e906f4
 def site_config(nav:list, site_name:str="calirl") -> dict:
     "The mkdocs configuration: Material without web fonts, notebooks through mkdocs-jupyter (never executed), page URLs that open from disk, every link checked."
     return {"site_name": site_name, "docs_dir": "src", "site_dir": "site", "use_directory_urls": False,
@@ -98,6 +101,7 @@ def site_config(nav:list, site_name:str="calirl") -> dict:
                            "links": {"not_found": "warn", "absolute_links": "warn", "unrecognized_links": "warn", "anchors": "info"}},
             "nav": nav}
 
+# %% ../nbs/00c_docs.ipynb #1764c88d
 def stage_site(root:str|Path, out:str|Path, profile:str="tiny") -> dict:
     "Write the site's sources to `out/src` and its configuration to `out/mkdocs.yml`, showing `figures/<profile>/` in the notebooks; the nav and the page count."
     import yaml
@@ -157,7 +161,7 @@ def dead_links(site:str|Path) -> list[tuple[str, str]]:
             if not target.exists(): dead.append((page.relative_to(site).as_posix(), link))
     return dead
 
-# %% ../nbs/00c_docs.ipynb #aa1387a6
+# %% ../nbs/00c_docs.ipynb #8707ecc8
 def docs_digest(root:str|Path, profile:str="tiny") -> str:
     "A digest of everything the site is made from: README, `docs/`, the pipeline's notebooks and `figures/` (less the run folders git ignores)."
     root = Path(root)
@@ -169,6 +173,7 @@ def docs_digest(root:str|Path, profile:str="tiny") -> str:
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
+# %% ../nbs/00c_docs.ipynb #fbac9d5e
 def build_docs(root:str|Path, out:str|Path|None=None, profile:str="tiny") -> dict:
     "Build the site of project `root` into `out/site` (default `root/_docs`); its index, page counts and seconds. Raises `DocsError` on a failed build or a dead link."
     try: import mkdocs, material, mkdocs_jupyter                      # noqa: F401  (the `docs` extra)
@@ -194,6 +199,7 @@ def build_docs(root:str|Path, out:str|Path|None=None, profile:str="tiny") -> dic
     new.rename(site)
     return {"index": site / "index.html", "notebooks": staged["notebooks"], "pages": staged["pages"], "seconds": time.perf_counter() - t0}
 
+# %% ../nbs/00c_docs.ipynb #d4b11925
 def docs_up_to_date(root:str|Path, out:str|Path|None=None, profile:str="tiny") -> bool:
     "Whether the site in `out/site` (default `root/_docs/site`) was built from the sources as they are now."
     stamp = (Path(out) if out else Path(root) / "_docs") / "site" / ".calirl-docs"

@@ -456,11 +456,12 @@ def in_project(prof:Profile, root:str|Path) -> Profile:
     models = {k: str((root / getattr(prof, k)).resolve()) for k in LOCAL_MODEL_KEYS if getattr(prof, k).startswith(("./", "../"))}
     return replace(prof, **paths, **models)
 
-# %% ../nbs/00_core.ipynb #87540245
+# %% ../nbs/00_core.ipynb #190b1290
 READS_ENV = "CALIRL_READS"   # the file a notebook run by `calirl reproduce` lists the profile keys it read in
 
 def _plain_profile(values:dict) -> Profile: return Profile(**values)
 
+# %% ../nbs/00_core.ipynb #3f8bd99c
 def _write_reads(keys:list[str], path:str) -> None:
     "Write the list `keys` to `path` as JSON, whole or not at all (a temporary renamed into place)."
     # not `calirl.artifacts.save_json`: that module imports this one, and a notebook's reads are one small flat file
@@ -470,6 +471,7 @@ def _write_reads(keys:list[str], path:str) -> None:
 
 _SINKS: dict[str, set] = {}   # sink file -> every key read by the recording profiles that write to it (a notebook may load more than one)
 
+# %% ../nbs/00_core.ipynb #d311aaef
 class NotebookProfile(Profile):
     "A `Profile` that notes the keys read from it (and adds them to the list in its sink file, when it has one)."
     def __getattribute__(self, k:str):
@@ -492,12 +494,14 @@ class NotebookProfile(Profile):
         "Pickled for another process: every key counts as read, and a plain `Profile` travels."
         return (_plain_profile, ({f: getattr(self, f) for f in _FIELDS},))
 
+# %% ../nbs/00_core.ipynb #b528bc58
 def _override_text(v:Any) -> str:
     "An override value as `-p` would give it: a string (lists comma-separated, booleans lower-case)."
     if isinstance(v, str): return v
     if isinstance(v, (list, tuple)): return ", ".join(map(_override_text, v))
     return str(v).lower() if isinstance(v, bool) else str(v)
 
+# %% ../nbs/00_core.ipynb #4508507c
 def notebook_profile(profile:str, overrides:dict|None=None, start:str|Path|None=None, record:bool=True) -> NotebookProfile:
     "Profile `profile` of the project at or above `start` (the working folder), with `overrides` (`-p`'s key -> value), paths made absolute; it notes the keys read (in `$CALIRL_READS` too, when `record`)."
     root = project_root(start)

@@ -64,7 +64,7 @@ def phase1_groups(tasks:list[str], per_task:list[str]) -> list[tuple[list[str], 
     shared = [t for t in tasks if t not in own]
     return [([t], [t]) for t in own] + ([(list(tasks), shared)] if shared else [])
 
-# %% ../nbs/06_simulator_sft.ipynb #5a1b0c02
+# %% ../nbs/06_simulator_sft.ipynb #e5ee7ce8
 @dataclass(frozen=True)
 class SimulatorJob:
     "One Phase I simulator to train, as plain data a worker process can receive."
@@ -87,6 +87,7 @@ class SimulatorJob:
     trainer: dict              # `sft_train`'s other arguments (`calirl.training.trainer_kw`)
     out_dir: str
 
+# %% ../nbs/06_simulator_sft.ipynb #5cdbf325
 def train_simulator(job:SimulatorJob) -> dict:
     "Train `job`'s simulator on its traces (loss on the user's turns), save it once per task it plays; its size, losses and seconds."
     from calirl.training import sft_heldout_loss, sft_train
