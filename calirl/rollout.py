@@ -22,6 +22,7 @@ from .users import UserTurn, goal_text
 from .backends import Backend, HFBackend, chat_prompt_ids
 from .models import turn_end_ids
 from .models import CHAT_TEMPLATES
+from fastcore.basics import patch
 
 # %% ../nbs/05_rollout.ipynb #0c412333
 def _sanitize(text:str, tok) -> str:
@@ -58,7 +59,7 @@ class Sampling:
         "The context limit with tokenizer `tok`: `max_len`, else the tokenizer's own."
         return self.max_len or getattr(tok, "model_max_length", 10**9)
 
-# %% ../nbs/05_rollout.ipynb #5826776e
+# %% ../nbs/05_rollout.ipynb #af28940f
 @dataclass
 class PolicySpeaker:
     "A policy on a backend as the loop's assistant: one growing token sequence per conversation, with mask and logprobs."
@@ -98,31 +99,35 @@ class PolicySpeaker:
             return False
         return True
 
-    def _take(self, c:Conversation, out) -> str:
-        "Append one completion to `c`'s sequence and counts; its text, with what went wrong recorded in `issues`."
-        c.completion_ids += list(out.token_ids)
-        c.policy_mask += [1] * len(out.token_ids)
-        c.logprobs += list(out.logprobs) if out.logprobs is not None else [0.0] * len(out.token_ids)
-        c.n_policy_tokens += len(out.token_ids)
-        c.n_policy_turns += 1
-        text = self.stats.add(parse_policy(out.text)).message if self.sampling.policy_format == "json" else out.text
-        if not text.strip(): c.issues.append("empty_policy_turn")
-        if has_terminal(text): c.issues.append("policy_terminal")
-        if out.finish_reason == "length":
-            c.issues.append("policy_truncated")
-            c.termination = "policy_truncated"           # the episode ends here and scores 0 (`task_reward`)
-        return text
+# %% ../nbs/05_rollout.ipynb #9d2d7cfe
+@patch
+def _take(self:PolicySpeaker, c:Conversation, out) -> str:
+    "Append one completion to `c`'s sequence and counts; its text, with what went wrong recorded in `issues`."
+    c.completion_ids += list(out.token_ids)
+    c.policy_mask += [1] * len(out.token_ids)
+    c.logprobs += list(out.logprobs) if out.logprobs is not None else [0.0] * len(out.token_ids)
+    c.n_policy_tokens += len(out.token_ids)
+    c.n_policy_turns += 1
+    text = self.stats.add(parse_policy(out.text)).message if self.sampling.policy_format == "json" else out.text
+    if not text.strip(): c.issues.append("empty_policy_turn")
+    if has_terminal(text): c.issues.append("policy_terminal")
+    if out.finish_reason == "length":
+        c.issues.append("policy_truncated")
+        c.termination = "policy_truncated"           # the episode ends here and scores 0 (`task_reward`)
+    return text
 
-    def speak(self, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str | None]:
-        "One batched `generate` for every conversation that still fits; None for the others."
-        ok = [k for k, c in enumerate(convs) if self._fits(c)]
-        if not ok: return [None] * len(convs)
-        s = self.sampling
-        outs = self.policy.generate([convs[k].prompt_ids + convs[k].completion_ids for k in ok], s.max_new_tokens, s.temperature, s.top_p,
-                                    seed=s.seed * 1009 + rnd)
-        texts = [None] * len(convs)
-        for k, o in zip(ok, outs): texts[k] = self._take(convs[k], o)
-        return texts
+# %% ../nbs/05_rollout.ipynb #74bd19d5
+@patch
+def speak(self:PolicySpeaker, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str | None]:
+    "One batched `generate` for every conversation that still fits; None for the others."
+    ok = [k for k, c in enumerate(convs) if self._fits(c)]
+    if not ok: return [None] * len(convs)
+    s = self.sampling
+    outs = self.policy.generate([convs[k].prompt_ids + convs[k].completion_ids for k in ok], s.max_new_tokens, s.temperature, s.top_p,
+                                seed=s.seed * 1009 + rnd)
+    texts = [None] * len(convs)
+    for k, o in zip(ok, outs): texts[k] = self._take(convs[k], o)
+    return texts
 
 # %% ../nbs/05_rollout.ipynb #5826776f
 def rollout(policy:Backend, tok, user, items:list[TaskItem], G:int, H:int, max_new_tokens:int,

@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from .tasks import TaskItem, render_doc, problem_text
 from .dialogue import Chat, TERMINATE, Conversation, committed, converse, has_terminal, is_right, turn_rng
 from .prompts import ParseStats, parse_user, user_simulator_prompt
+from fastcore.basics import patch
 
 # %% ../nbs/03_users.ipynb #b31f2511
 @dataclass
@@ -120,7 +121,7 @@ def _keep_words(item:TaskItem) -> set:
     if item.task == "math-chat": return {g["name"], g["obj"]}
     return {w for s in g["draft"] + g["target"] for w in s}
 
-# %% ../nbs/03_users.ipynb #9e6e14c8
+# %% ../nbs/03_users.ipynb #7a840b4a
 @dataclass
 class ScriptedUser:
     "A rule-based user with explicit behaviour knobs; the tiny world's human and artifact simulator."
@@ -138,55 +139,61 @@ class ScriptedUser:
         state["revealed"], state["assistant_turns"] = [], 0
         return UserTurn(_opening(item, hidden, rng, k), False, ("open",))
 
-    def reply(self, item:TaskItem, chat:Chat, state:dict, rng) -> UserTurn:
-        "The reply to the assistant's last message."
-        k = self.knobs
-        state["assistant_turns"] += 1
-        last = chat[-1]["content"] if chat and chat[-1]["role"] == "assistant" else ""
-        math = item.task == "math-chat"
-        answer = committed(item, last)
-        left = [f for f in state["hidden"] if f not in state["revealed"]]
-        if k.early_stop and rng.random() < k.early_stop:
-            return UserTurn(say("early_stop", rng, k) + " " + TERMINATE, True, ("early_stop",))
-        if answer is not None:
-            if is_right(item, answer):
-                return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept",))
-            if rng.random() < k.accept_wrong:
-                return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept_wrong",))
-            text, acts = say("reject" if math else "reject_doc", rng, k), ["reject"]
-        elif "?" in last:
-            if left and rng.random() >= k.deflect:
-                state["revealed"].append(left[0])
-                text, acts = _reveal(item, left[0], rng, k), ["reveal"]
-            else: text, acts = (say("deflect", rng, k), ["deflect"]) if left else (say("nothing_left", rng, k), ["nothing_left"])
-        else: text, acts = say("nudge" if math else "nudge_doc", rng, k), ["nudge"]
-        if state["assistant_turns"] >= k.patience:
-            return UserTurn(say("give_up", rng, k) + " " + TERMINATE, True, tuple(acts) + ("give_up",))
-        return UserTurn(text, False, tuple(acts))
+# %% ../nbs/03_users.ipynb #82959819
+@patch
+def reply(self:ScriptedUser, item:TaskItem, chat:Chat, state:dict, rng) -> UserTurn:
+    "The reply to the assistant's last message."
+    k = self.knobs
+    state["assistant_turns"] += 1
+    last = chat[-1]["content"] if chat and chat[-1]["role"] == "assistant" else ""
+    math = item.task == "math-chat"
+    answer = committed(item, last)
+    left = [f for f in state["hidden"] if f not in state["revealed"]]
+    if k.early_stop and rng.random() < k.early_stop:
+        return UserTurn(say("early_stop", rng, k) + " " + TERMINATE, True, ("early_stop",))
+    if answer is not None:
+        if is_right(item, answer):
+            return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept",))
+        if rng.random() < k.accept_wrong:
+            return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept_wrong",))
+        text, acts = say("reject" if math else "reject_doc", rng, k), ["reject"]
+    elif "?" in last:
+        if left and rng.random() >= k.deflect:
+            state["revealed"].append(left[0])
+            text, acts = _reveal(item, left[0], rng, k), ["reveal"]
+        else: text, acts = (say("deflect", rng, k), ["deflect"]) if left else (say("nothing_left", rng, k), ["nothing_left"])
+    else: text, acts = say("nudge" if math else "nudge_doc", rng, k), ["nudge"]
+    if state["assistant_turns"] >= k.patience:
+        return UserTurn(say("give_up", rng, k) + " " + TERMINATE, True, tuple(acts) + ("give_up",))
+    return UserTurn(text, False, tuple(acts))
 
-    def leak(self, item:TaskItem, state:dict, rng) -> tuple[str, str] | None:
-        "Maybe volunteer what is withheld (or the answer): `(text, act)`."
-        k = self.knobs
-        if not k.leak or rng.random() >= k.leak: return None
-        if k.leak_what == "answer":
-            t = say("leak_answer", rng, k, ans=item.y_star) if item.task == "math-chat" else say("leak_doc", rng, k, doc=item.y_star)
-            return t, "leak_answer"
-        left = [f for f in state["hidden"] if f not in state["revealed"]]
-        if not left: return None
-        state["revealed"] += left
-        return " ".join(_reveal(item, f, rng, k) for f in left), "leak_hidden"
+# %% ../nbs/03_users.ipynb #4ab682a4
+@patch
+def leak(self:ScriptedUser, item:TaskItem, state:dict, rng) -> tuple[str, str] | None:
+    "Maybe volunteer what is withheld (or the answer): `(text, act)`."
+    k = self.knobs
+    if not k.leak or rng.random() >= k.leak: return None
+    if k.leak_what == "answer":
+        t = say("leak_answer", rng, k, ans=item.y_star) if item.task == "math-chat" else say("leak_doc", rng, k, doc=item.y_star)
+        return t, "leak_answer"
+    left = [f for f in state["hidden"] if f not in state["revealed"]]
+    if not left: return None
+    state["revealed"] += left
+    return " ".join(_reveal(item, f, rng, k) for f in left), "leak_hidden"
 
-    def respond(self, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]:
-        "Reply to every conversation of the batch."
-        out = []
-        for item, chat, st in zip(items, chats, states):
-            rng = turn_rng(st, len(chat))
-            t = self.start(item, st, rng) if not chat else self.reply(item, chat, st, rng)
-            if not t.terminate and (lk := self.leak(item, st, rng)):
-                t = UserTurn(f"{t.text} {lk[0]}", False, t.acts + (lk[1],))
-            text = add_typos(t.text, rng, self.knobs.typo_rate, _keep_words(item) | {"answer", "doc"})
-            out.append(replace(t, text=text, acts=t.acts + (("typo",) if text != t.text else ())))
-        return out
+# %% ../nbs/03_users.ipynb #422102f9
+@patch
+def respond(self:ScriptedUser, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]:
+    "Reply to every conversation of the batch."
+    out = []
+    for item, chat, st in zip(items, chats, states):
+        rng = turn_rng(st, len(chat))
+        t = self.start(item, st, rng) if not chat else self.reply(item, chat, st, rng)
+        if not t.terminate and (lk := self.leak(item, st, rng)):
+            t = UserTurn(f"{t.text} {lk[0]}", False, t.acts + (lk[1],))
+        text = add_typos(t.text, rng, self.knobs.typo_rate, _keep_words(item) | {"answer", "doc"})
+        out.append(replace(t, text=text, acts=t.acts + (("typo",) if text != t.text else ())))
+    return out
 
 # %% ../nbs/03_users.ipynb #38f94cc4
 def scripted_human(**kw) -> ScriptedUser:
