@@ -86,6 +86,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.backends.VLLMBackend._completion': ('backends.html#vllmbackend._completion', 'calirl/backends.py'),
                                  'calirl.backends.VLLMBackend.generate': ('backends.html#vllmbackend.generate', 'calirl/backends.py'),
                                  'calirl.backends.answers': ('backends.html#answers', 'calirl/backends.py'),
+                                 'calirl.backends.assert_logprobs_close': ('backends.html#assert_logprobs_close', 'calirl/backends.py'),
                                  'calirl.backends.attend': ('backends.html#attend', 'calirl/backends.py'),
                                  'calirl.backends.chat_prompt_ids': ('backends.html#chat_prompt_ids', 'calirl/backends.py'),
                                  'calirl.backends.cut_at_stop': ('backends.html#cut_at_stop', 'calirl/backends.py'),

@@ -8,8 +8,9 @@ OpenAI-compatible HTTP endpoint (the large evaluation simulator and judge)."""
 # %% auto #0
 __all__ = ['SAMPLING_OFF', 'LEAN_ARCHS', 'LEAN_MIN_ROWS', 'ENGINES', 'Completion', 'chat_prompt_ids', 'Backend', 'stop_ids',
            'cut_at_stop', 'left_pad', 'sampling_kwargs', 'lean_reason', 'PrefixCache', 'rms_norm', 'rotate', 'attend',
-           'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'VLLMBackend', 'BackendError', 'OpenAIBackend',
-           'answers', 'die_with_parent', 'LocalServer', 'serve_locally', 'served_sampling']
+           'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'assert_logprobs_close', 'VLLMBackend',
+           'BackendError', 'OpenAIBackend', 'answers', 'die_with_parent', 'LocalServer', 'serve_locally',
+           'served_sampling']
 
 # %% ../nbs/04a_backends.ipynb #0ffcb11d
 import atexit, importlib.util, json, os, random as _random, signal, socket, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
@@ -388,6 +389,15 @@ def _generate(self:HFBackend, prompts, max_new_tokens, temperature, top_p, seed,
     for row, l, k, f in zip(new.tolist(), lp.tolist(), keep.tolist(), found.tolist()):
         out.append(Completion(row[:k], self.tokenizer.decode(row[:k], skip_special_tokens=True), l[:k], "stop" if f else "length"))
     return out
+
+# %% ../nbs/04a_backends.ipynb #ca8288cd
+def assert_logprobs_close(model, prompts:list[list[int]], outs:list, a, b, T:float=1.0) -> float:
+    "Assert two sets of log-probabilities of `outs` (completions of `prompts`) differ by no more than the rounding of `model`'s sums in another order."
+    from calirl.models import forward_reduction
+    from calirl.runtime import assert_order_close
+    n, d = forward_reduction(model.config, max(len(p) + len(o.token_ids) for p, o in zip(prompts, outs)), logprobs=True)
+    with torch.no_grad(): scale = max((model(torch.tensor([p + o.token_ids])).logits / T).abs().max().item() for p, o in zip(prompts, outs))
+    return assert_order_close(a, b, n, d, scale=scale)        # the values rounded are the logits / T, not the log-probabilities
 
 # %% ../nbs/04a_backends.ipynb #587d3e85
 class VLLMBackend(Backend):

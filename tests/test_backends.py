@@ -7,8 +7,7 @@ import http.server, importlib.util, json, logging, os, shutil, signal, socket, s
 import pytest, torch
 from conftest import BIN, free_port
 from transformers.utils import logging as hf_logging
-from calirl.models import build_tiny_model, forward_reduction, load_model, save_model, train_tokenizer, with_role
-from calirl.runtime import assert_order_close
+from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer, with_role
 from calirl import backends
 from calirl.backends import BackendError, Completion, HFBackend, OpenAIBackend, VLLMBackend, chat_prompt_ids
 
@@ -60,24 +59,19 @@ def test_saved_model_and_tokenizer_reload_as_themselves(tmp_path, tok, arch, rol
 
 # --- HFBackend -------------------------------------------------------------------------------------------------
 
-def _logprobs_close(model, prompt, out, a, b, T=1.0):
-    "Two log-probabilities of `out` agree within the rounding of `model`'s sums in another order, at the size of its logits / T."
-    with torch.no_grad(): scale = (model(torch.tensor([prompt + out.token_ids])).logits / T).abs().max().item()
-    assert_order_close(a, b, *forward_reduction(model.config, len(prompt) + len(out.token_ids), logprobs=True), scale=scale)
-
 
 @pytest.mark.parametrize("T", [1.0, 0.7])
 def test_hf_logprobs_equal_a_separate_forward_pass(backend, tok, T):
     outs = backend.generate(_prompts(tok), max_new_tokens=10, temperature=T, seed=3)
     for p, o in zip(_prompts(tok), outs):
         assert isinstance(o, Completion) and len(o.token_ids) == len(o.logprobs) > 0
-        _logprobs_close(backend.model, p, o, o.logprobs, _forward_logprobs(backend.model, p, o.token_ids, T), T)
+        backends.assert_logprobs_close(backend.model, [p], [o], o.logprobs, _forward_logprobs(backend.model, p, o.token_ids, T), T)
 
 def test_hf_batched_greedy_equals_one_at_a_time(backend, tok):
     batched = backend.generate(_prompts(tok), max_new_tokens=12, temperature=0.0)
     single = [backend.generate([p], max_new_tokens=12, temperature=0.0)[0] for p in _prompts(tok)]
     assert [o.token_ids for o in batched] == [o.token_ids for o in single]
-    for p, b, s in zip(_prompts(tok), batched, single): _logprobs_close(backend.model, p, b, b.logprobs, s.logprobs)
+    for p, b, s in zip(_prompts(tok), batched, single): backends.assert_logprobs_close(backend.model, [p], [b], b.logprobs, s.logprobs)
 
 def test_hf_small_batches_equal_one_big_batch(backend, tok):
     big = backend.generate(_prompts(tok), max_new_tokens=8, temperature=0.0)
