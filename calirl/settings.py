@@ -7,10 +7,11 @@ paper section; nothing here imports torch. Seeding, timing and worker pools are 
 
 # %% auto #0
 __all__ = ['HUB_KERNELS', 'SEED_MAX', 'MANY', 'RUN_NAME', 'PROFILE_KEYS', 'RENAMED_KEYS', 'GRPO_KEYS', 'TASK_SUFFIX',
-           'PER_TASK_KEYS', 'PATH_KEYS', 'LOCAL_MODEL_KEYS', 'READS_ENV', 'Checked', 'check_batch', 'Profile',
-           'ProfileError', 'key_range', 'check_value', 'check_rules', 'suggest', 'key_hint', 'read_profiles',
-           'parse_overrides', 'load_profile', 'typed_value', 'profile_value', 'profile_view', 'GRPOSettings', 'PerTask',
-           'project_root', 'in_project', 'NotebookProfile', 'notebook_profile']
+           'PER_TASK_KEYS', 'PATH_KEYS', 'LOCAL_MODEL_KEYS', 'READS_ENV', 'Checked', 'check_batch', 'RunKeys',
+           'WorldKeys', 'DataKeys', 'SimulatorKeys', 'DialKeys', 'GRPOKeys', 'EvalKeys', 'Profile', 'ProfileError',
+           'key_range', 'check_value', 'check_rules', 'suggest', 'key_hint', 'read_profiles', 'parse_overrides',
+           'load_profile', 'typed_value', 'profile_value', 'profile_view', 'GRPOSettings', 'PerTask', 'project_root',
+           'in_project', 'NotebookProfile', 'notebook_profile']
 
 # %% ../nbs/00_core.ipynb #97d245e0
 import atexit, configparser, multiprocessing, contextlib, difflib, importlib.util, json, math, os, random, re, shutil, time, uuid
@@ -41,10 +42,10 @@ def check_batch(G:int, grpo_batch:int, where:str) -> None:
         raise ProfileError(f"{where}: `grpo_batch` = {grpo_batch} must be a multiple of `G` = {G} "
                            f"(rollouts per GRPO step = prompts × G)")
 
-# %% ../nbs/00_core.ipynb #5b77de89
+# %% ../nbs/00_core.ipynb #808aa87b
 @dataclass(frozen=True)
-class Profile(Checked):
-    "A run profile: every key of `settings.ini`, typed; `load_profile` makes one, checked."
+class RunKeys(Checked):
+    "Profile keys: how a run runs: seeds, devices, processes, logging."
     name: str = _key("the section name in settings.ini")
     description: str = _key("one line shown by `calirl profiles`")
     seed: int = _key("master seed; evaluation seeds are listed separately in `eval_seeds`", lo=0, hi=SEED_MAX)
@@ -69,6 +70,11 @@ class Profile(Checked):
     report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",
                                 ("none", "tensorboard", "wandb", "trackio"))
     offline: bool = _key("forbid Hugging Face hub downloads (sets HF_HUB_OFFLINE=1 for every notebook)")
+
+# %% ../nbs/00_core.ipynb #200ac1c4
+@dataclass(frozen=True)
+class WorldKeys(Checked):
+    "Profile keys: the world and the models that play in it."
     world: str = _key("task source: the synthetic tiny world or CollabLLM's datasets", ("tiny", "collabllm"))
     tasks: list[str] = _key("tasks to run, comma-separated", ("math-chat", "docedit-chat"))
     data_source: str = _key("world = collabllm: where the items come from — empty for the hub's CollabLLM datasets, or a local folder with <task>.parquet (or a <task>/ folder of Parquet files) per task, in CollabLLM's schema")
@@ -99,7 +105,11 @@ class Profile(Checked):
     standins: str = _key("a folder (relative to the project) that 04_models fills, when it is empty, with stand-ins for the paper's "
                          "models and data: tiny Gemma-3 `policy`, Qwen2 `simulator` and `oracle` on the hub's chat templates, "
                          "CollabLLM-schema `data/`; empty: none")
-    # data
+
+# %% ../nbs/00_core.ipynb #57514bb9
+@dataclass(frozen=True)
+class DataKeys(Checked):
+    "Profile keys: data sizes and the tiny base policy."
     n_train_items: int = _key("training items per task", lo=1, hi=MANY)
     n_eval_items: int = _key("held-out evaluation items per task (paper: 200)", lo=1, hi=MANY)
     n_oracle_math: int = _key("oracle trajectories for simulator SFT on math-chat (paper: 1,860)", lo=1, hi=MANY)
@@ -120,7 +130,11 @@ class Profile(Checked):
     base_demos_math: int = _key("scripted math-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
     base_demos_docedit: int = _key("scripted docedit-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
     min_headroom: float = _key("04c stops unless asking pays: a perfect asker beats the base policy by this much on every task and asking earns a positive GRPO advantage (negative: report only)", lo=-1, hi=1)
-    # Phase I: simulator SFT
+
+# %% ../nbs/00_core.ipynb #6e295b70
+@dataclass(frozen=True)
+class SimulatorKeys(Checked):
+    "Profile keys: Phase I: the simulator's SFT."
     sft_epochs: int = _key("Phase I SFT epochs", lo=1, hi=1000)
     sft_lr: float = _key("Phase I SFT learning rate", gt=0, hi=1)
     min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question with a withheld fact at least this fraction as often as the real user, on every task (unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
@@ -129,7 +143,11 @@ class Profile(Checked):
     sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")
     sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one per task); the other tasks share one simulator "
                                    "trained on every task's traces; none: all share one", ("math-chat", "docedit-chat", "none"))
-    # DIAL
+
+# %% ../nbs/00_core.ipynb #8525797e
+@dataclass(frozen=True)
+class DialKeys(Checked):
+    "Profile keys: DIAL and CollabLLM's DPO."
     dial_iterations: int = _key("DIAL discriminator → DPO iterations (DIAL: 3)", lo=0, hi=100)
     dial_alternatives: int = _key("alternatives sampled per low-reward user message (DIAL: 8)", lo=2, hi=1024)
     dial_lowest_k: int = _key("lowest-reward user messages resampled per session (DIAL: 2)", lo=1, hi=100)
@@ -158,7 +176,11 @@ class Profile(Checked):
     min_pair_win: float = _key("09a stops unless, on held-out contexts continued to the end with the real user, the chosen reply of a CollabLLM pair "
                                "returns more than the rejected one in at least this share of the pairs that differ (0: report only)", lo=0, hi=1)
     phase2_simulator: str = _key("simulator Phase II trains against", ("sft", "dial"))
-    # Phase II: multi-turn GRPO
+
+# %% ../nbs/00_core.ipynb #f3c0e7c3
+@dataclass(frozen=True)
+class GRPOKeys(Checked):
+    "Profile keys: Phase II: multi-turn GRPO."
     G: int = _key("rollouts per prompt, the GRPO group size (paper: 32)", lo=2, hi=1024)
     H: int = _key("max interaction rounds per episode (paper: 7, i.e. 14 turns)", lo=1, hi=100)
     grpo_batch: int = _key("rollouts per GRPO step, all prompts × G, a multiple of G (paper: 8,192)", lo=2, hi=MANY)
@@ -176,7 +198,11 @@ class Profile(Checked):
     grpo_steps_docedit: int = _key("GRPO steps on docedit-chat (paper: 20)", lo=0, hi=MANY)
     train_runs: int = _key("GRPO training runs of each of 09's variants, with seeds `seed`, `seed` + 1, …: Table 2 reports the first, 10 every run in a table of its own (the paper: one)", lo=1, hi=100)
     train_temperature: float = _key("sampling temperature of training rollouts (0: greedy)", lo=0)
-    # evaluation
+
+# %% ../nbs/00_core.ipynb #01474d59
+@dataclass(frozen=True)
+class EvalKeys(Checked):
+    "Profile keys: evaluation, predictive validity, the artifact ablation."
     eval_temperature: float = _key("sampling temperature at evaluation (paper: 0.8; 0: greedy)", lo=0)
     eval_seeds: list[int] = _key("evaluation seeds, comma-separated (paper: 3 seeds)", lo=0, hi=SEED_MAX)
     # simulator predictive validity (12_validity)
@@ -194,6 +220,10 @@ class Profile(Checked):
     upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; empty: this run's own",
                              pattern=RUN_NAME)
 
+# %% ../nbs/00_core.ipynb #e64cd0cb
+@dataclass(frozen=True)
+class Profile(EvalKeys, GRPOKeys, DialKeys, SimulatorKeys, DataKeys, WorldKeys, RunKeys):
+    "A run profile: every key of `settings.ini`, typed; `load_profile` makes one, checked. Keys in the groups' order (dataclasses take the last base first)."
 
 # %% ../nbs/00_core.ipynb #f6c69288
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
