@@ -216,6 +216,20 @@ def _bench(a) -> dict:
     prof = load_profile(a.profile, root / "settings.ini", {k: str(v) for k, v in sizes.items() if v is not None})
     return bench_grpo_step(prof, max(a.steps, 2), pick(a.n, 4), a.hidden, a.layers, chunk=a.chunk, repeats=a.repeats)
 
+# %% ../nbs/00b_cli.ipynb #018af5c4
+def _preflight(root:Path, prof:Profile, steps:list, dry_run:bool) -> bool:
+    "Run and print the preflight of `prof` (a dry run: always, in full; a run: when a model-loading notebook is to run); False on a failure."
+    from calirl.preflight import format_findings, preflight
+    from calirl.stages import stage
+    if not dry_run and not any(s.action == "run" and stage(s.name).runs_on == "gpu" for s in steps): return True
+    found = preflight(prof, root)
+    text = format_findings(found)
+    if dry_run: print("\n" + text)
+    elif any(f.status != "ok" for f in found): print(text.splitlines()[0], file=sys.stderr, flush=True)   # a run: quiet when all is well
+    for f in found:
+        if f.status == "fail": print(f"calirl: error: preflight: {f.what}: `{f.key}`: {f.message}", file=sys.stderr)
+    return not any(f.status == "fail" for f in found)
+
 # %% ../nbs/00b_cli.ipynb #15eaf2fb
 def main(argv:list[str]|None=None) -> int:
     "Entry point of the `calirl` console script."
@@ -241,7 +255,8 @@ def main(argv:list[str]|None=None) -> int:
         if a.dry_run:
             _note_damaged_state(root, prof.name)
             print(format_plan(prof, steps, root))
-            return 0
+            return 0 if _preflight(root, prof, steps, dry_run=True) else 2
+        if not _preflight(root, prof, steps, dry_run=False): return 2
         return run_plan(root, prof, steps, log=lambda m: print(m, file=sys.stderr, flush=True))
     except (ProfileError, PipelineError) as e:
         print(f"calirl: error: {e}", file=sys.stderr)

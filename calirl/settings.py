@@ -114,6 +114,9 @@ class DataKeys(Checked):
     n_eval_items: int = _key("held-out evaluation items per task (paper: 200)", lo=1, hi=MANY)
     n_oracle_math: int = _key("oracle trajectories for simulator SFT on math-chat (paper: 1,860)", lo=1, hi=MANY)
     n_oracle_docedit: int = _key("oracle trajectories for simulator SFT on docedit-chat (paper: 16,028)", lo=1, hi=MANY)
+    oracle_per_item: int = _key("oracle trajectories drawn per training item for simulator SFT (each a fresh sample); 0: as few per item as "
+                                "cover n_oracle_* with the training items the data holds — the paper's 1,860 and 16,028 trajectories "
+                                "outnumber CollabLLM's conversations", lo=0, hi=MANY)
     oracle_ask_share: float = _key("share of oracle traces in which a policy that asks (04c's PerfectAsker) talks to the oracle, so the traces show reveals and acceptances (tiny world only)", lo=0, hi=1)
     max_len_math: int = _key("max tokens of a math-chat training sequence (paper: 4,096)", lo=16, hi=131_072)
     max_len_docedit: int = _key("max tokens of a docedit-chat training sequence (paper: 6,144)", lo=16, hi=131_072)
@@ -139,7 +142,7 @@ class SimulatorKeys(Checked):
     sft_lr: float = _key("Phase I SFT learning rate", gt=0, hi=1)
     min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question with a withheld fact at least this fraction as often as the real user, on every task (unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
     sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
-    sft_batch_size: int = _key("Phase I SFT per-device batch size", lo=1, hi=65_536)
+    sft_batch_size: int = _key("Phase I SFT batch size: conversations per optimizer step over all `processes` (the paper gives none)", lo=1, hi=65_536)
     sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")
     sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one per task); the other tasks share one simulator "
                                    "trained on every task's traces; none: all share one", ("math-chat", "docedit-chat", "none"))

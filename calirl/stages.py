@@ -74,6 +74,10 @@ KIT_STAGES = [   # the kit itself: settings, runner, command line, docs, runtime
           summary="one row per notebook of the pipeline (`STAGES`): what it reads, what it makes, whether it loads models, "
                   "which worlds it runs in, what the paper says it costs; the plan, the scheduler, the artifact registry, "
                   "the dry run and this page read it"),
+    Stage("00g_preflight", "", "calirl.preflight",
+          summary="what a run would fail on, found before it starts (`preflight`): conversations per task against what the "
+                  "profile asks, hub access to every model and dataset, the models the oracle/judge endpoint serves, GPUs, "
+                  "processes and batches; what a GPU run costs (`gpu_hours`, `wall_clock_days`)"),
 ]
 
 # %% ../nbs/00f_stages.ipynb #0cd5ba84

@@ -6,10 +6,10 @@ the tiny world's seeded **math-chat** and **docedit-chat** generators in which a
 # %% auto #0
 __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB', 'COLLABLLM_COLUMNS', 'TaskItem', 'problem_text',
            'math_answer', 'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
-           'write_collabllm_fixture', 'task_source', 'load_items']
+           'write_collabllm_fixture', 'task_source', 'load_items', 'oracle_draws', 'oracle_items']
 
 # %% ../nbs/02_tasks.ipynb #2cba951d
-import hashlib, json, random
+import hashlib, json, math, random
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,3 +179,23 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
                              f"holding out {len(held):,} for evaluation; lower the profile's counts (n_train_items, n_oracle_*) or use a larger source")
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
+
+# %% ../nbs/02_tasks.ipynb #c6ed2769
+def oracle_draws(n_oracle:int, per_item:int, available:int) -> tuple[int, int]:
+    "(items, trajectories per item) for `n_oracle` oracle trajectories: `per_item` per item, or (0) as few as `available` items allow."
+    if available < 1: raise ValueError(f"no training item to draw oracle trajectories from ({available} available)")
+    per = per_item or math.ceil(n_oracle / available)
+    return math.ceil(n_oracle / per), per
+
+# %% ../nbs/02_tasks.ipynb #e7db0ca2
+def oracle_items(world:str, task:str, n_oracle:int, per_item:int, n_eval:int, seed:int=0, source:str|Path|None=None,
+                 revision:str|None=None) -> list[TaskItem]:
+    "The `n_oracle` items oracle trajectories are drawn on, in draw order: each training item `per_item` times in a row (0: see `oracle_draws`)."
+    if per_item == 1: return load_items(world, task, n_oracle, n_eval, seed, source, revision)[0]
+    available = n_oracle if world == "tiny" else len(heldout_split(load_collabllm(task_source(source or "", task), task, revision=revision), n_eval)[0])
+    n_items, per = oracle_draws(n_oracle, per_item, available)
+    if n_items > available:
+        raise ValueError(f"{task}: {n_oracle:,} oracle trajectories at {per} per item need {n_items:,} training items, but there are {available:,}; "
+                         f"raise oracle_per_item (0: as few per item as the items allow) or lower n_oracle_*")
+    items = load_items(world, task, n_items, n_eval, seed, source, revision)[0]
+    return [it for it in items for _ in range(per)][:n_oracle]

@@ -24,7 +24,7 @@ def _add_nb(proj, name, *cells):
 def test_light_commands_never_import_heavy_modules():
     code = ("import sys; from calirl.cli import main\n"
             f"assert main(['profiles', '--keys', '--root', {str(ROOT)!r}]) == 0\n"
-            f"assert main(['reproduce', '--profile', 'paper', '--dry-run', '--root', {str(ROOT)!r}]) == 0\n"
+            f"assert main(['reproduce', '--profile', 'paper', '--dry-run', '--root', {str(ROOT)!r}]) == 2\n"   # the preflight refuses [paper] on a CPU
             "heavy = [m for m in ('torch', 'transformers', 'papermill', 'pandas', 'numpy') if m in sys.modules]\n"
             "assert not heavy, heavy")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -38,7 +38,8 @@ def test_profiles_lists_every_profile():
 
 def test_dry_run_paper_prints_plan_and_runs_nothing(project):
     r = calirl("reproduce", "--profile", "paper", "--dry-run", cwd=project / "nbs")   # found from a subfolder
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr                                          # no GPU and no endpoint here: the preflight says so
+    assert r.stderr and all(l.startswith("calirl: error: preflight: ") for l in r.stderr.splitlines()), r.stderr
     paper, tiny = (load_profile(n, project / "settings.ini") for n in ("paper", "tiny"))
     settings = " ".join(r.stdout.split("\nsettings: ")[1].split("runs →")[0].split()) + ","   # the profile's settings, as the plan prints them
     for k in ("G", "grpo_batch", "grpo_lr", "max_new_tokens", "device", "rollout_backend"):
