@@ -10,7 +10,8 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'PHASE
            'recorded_state', 'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths',
            'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager',
            'waits_for', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads', 'read_phases',
-           'time_profile', 'pool_profile', 'run_plan', 'run_started', 'compare_runs', 'format_comparison']
+           'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end', 'run_plan',
+           'run_started', 'compare_runs', 'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -474,6 +475,35 @@ def pool_profile(state:dict):
     total = df[["workers", "jobs", *cols, "other"]].sum().round(2)
     return pd.concat([df, pd.DataFrame([dict(notebook="total", **total)])], ignore_index=True)
 
+# %% ../nbs/00a_reproduce.ipynb #1fb11f28
+def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str], steps:dict[str, Step], final:dict[str, str]) -> None:
+    "Fingerprint, in order, each notebook of `steps` that succeeded once its predecessor was settled: by the keys it read (`final` grows)."
+    prev = ""
+    for n in names:
+        if n not in final:
+            e = state.get(n, {})
+            if e.get("status") != "ok": return
+            final[n] = fingerprint(prev, steps[n].path, settings_read(prof, e["reads"]))
+            if e["fingerprint"] != final[n]:
+                e["fingerprint"] = final[n]
+                save_step(state, run_dir, n)
+        prev = final[n]
+
+def record_start(state:dict, run_dir:Path, n:str, fp:str, executed:Path) -> None:
+    "Record in `state` (and its file) that notebook `n` is running, and clear the phases and reads its last run left."
+    state[n] = dict(status="running", fingerprint=fp, executed=str(executed))
+    save_step(state, run_dir, n)
+    phases_path(run_dir, n).unlink(missing_ok=True)
+    reads_path(run_dir, n).unlink(missing_ok=True)
+
+def record_end(state:dict, run_dir:Path, n:str, code:int, t0:float) -> None:
+    "Record in `state` (and its file) how notebook `n`, started at `t0`, ended with exit `code`: status, times, phases, the keys it read."
+    status = "ok" if code == 0 else "interrupted" if code == 130 else "failed"
+    state[n].update(status=status, elapsed_s=round(time.time() - t0, 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                    started_at=round(t0, 2), finished_at=round(time.time(), 2), phases=read_phases(phases_path(run_dir, n)),
+                    reads=read_reads(reads_path(run_dir, n)))
+    save_step(state, run_dir, n)
+
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, planned:dict[str, str]|None=None) -> int:
     "Run the steps `todo`, up to the profile's `notebook_workers` at once as `waits_for` allows (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
@@ -490,34 +520,15 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
     out = lambda n: run_dir / "notebooks" / f"{n}.ipynb"
     def started(n:str):
         t0[n] = time.time()
-        state[n] = dict(status="running", fingerprint=steps[n].fingerprint, executed=str(out(n)))
-        save_step(state, run_dir, n)
+        record_start(state, run_dir, n, steps[n].fingerprint, out(n))
         log(f"[{next(count)}/{len(todo)}] {n} …")
-        phases_path(run_dir, n).unlink(missing_ok=True)
-        reads_path(run_dir, n).unlink(missing_ok=True)
     def run(n:str) -> int:
         env = {"CALIRL_PHASES": str(phases_path(run_dir, n)),              # the kernel's own: where it writes its phases
                READS_ENV: str(reads_path(run_dir, n))}                     # and the profile keys it reads
         return _run_one(steps[n], out(n), root, progress, log, env)[1]
-    def settle():
-        "Fingerprint, in order, each notebook that succeeded after its predecessor was settled: by the keys it read."
-        prev = ""
-        for n in names:
-            if n not in final:
-                e = state.get(n, {})
-                if e.get("status") != "ok": return
-                final[n] = fingerprint(prev, steps[n].path, settings_read(prof, e["reads"]))
-                if e["fingerprint"] != final[n]:
-                    e["fingerprint"] = final[n]
-                    save_step(state, run_dir, n)
-            prev = final[n]
     def ended(n:str, code:int):
-        status = "ok" if code == 0 else "interrupted" if code == 130 else "failed"
-        state[n].update(status=status, elapsed_s=round(time.time() - t0[n], 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        started_at=round(t0[n], 2), finished_at=round(time.time(), 2), phases=read_phases(phases_path(run_dir, n)),
-                        reads=read_reads(reads_path(run_dir, n)))
-        save_step(state, run_dir, n)
-        settle()
+        record_end(state, run_dir, n, code, t0[n])
+        settle_fingerprints(prof, state, run_dir, names, steps, final)
         save_table(time_profile(state), "time_profile", fig_dir, floatfmt=".1f")
         save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")

@@ -12,15 +12,15 @@ __all__ = ['FUNCTION_WORDS', 'LSM_RULES', 'ACTS', 'ACT_INDEX', 'ACT_PROMPT', 'no
            'has_cue', 'assistant_asked', 'is_leak', 'user_act', 'act_label', 'TextAssistant', 'dialogues_with',
            'replies', 'right_reveal_rate', 'wrong_commit', 'sycophancy_probe', 'sycophancy_rate', 'goal_leaks',
            'goal_leak_rate', 'termination_stats', 'history_prefixes', 'rule_acts', 'next_act_samples',
-           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'mean_reward', 'realism_report',
-           'realism_difference']
+           'act_distributions', 'delta_hat', 'act_prompt', 'parse_act', 'ModelActs', 'mean_reward', 'text_metrics',
+           'behaviour_metrics', 'DeltaProbe', 'RealBaseline', 'real_baseline', 'realism_report', 'realism_difference']
 
 # %% ../nbs/08_realism.ipynb #573699b0
 import copy, os, random, re, sys, time
 from contextlib import contextmanager
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 import numpy as np, pandas as pd
 from .tasks import ADJS, TaskItem, render_doc
 from .dialogue import Chat, Conversation, asks, converse, has_terminal, prefix_ends, strip_terminal
@@ -498,84 +498,111 @@ def mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verif
     v = _rewards(dialogues, items, judge)
     return float(np.nanmean(v)) if (~np.isnan(v)).any() else float("nan")
 
+# %% ../nbs/08_realism.ipynb #ec7e3907
+def text_metrics(D:list, real_texts:list[str], m:int, rules:dict, embed, mauve_seeds:int, seed:int) -> dict:
+    "The text metrics of one user's conversations `D` against the real user's messages: length, entropy, MATTR, distinct-n on `m` sampled messages, MAUVE, LSM."
+    texts = _texts(D)
+    sample = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), m))]
+    sess = [x for k, d in enumerate(D) if (x := session_lsm(d.messages, **rules, seed=seed + k)) is not None]
+    return dict(user_messages=len(texts), words_per_message=float(np.mean([len(words(t)) for t in texts])), word_entropy=word_entropy(sample),
+                mattr=mattr(sample), distinct_2=distinct_n(sample, 2), distinct_3=distinct_n(sample, 3),
+                **dict(zip(("mauve", "mauve_std"), mauve_mean_std(texts, real_texts, embed, mauve_seeds, seed))),
+                lsm_session=float(np.mean(sess)) if sess else float("nan"), lsm_sessions=len(sess),
+                lsm_real=lsm_resampled(category_counts(texts), category_counts(real_texts), rules["N"], rules["K"], seed=seed))
+
+# %% ../nbs/08_realism.ipynb #0e556816
+def behaviour_metrics(u, D:list, items:list[TaskItem], s:int, H:int, tiny_rules:bool) -> dict:
+    "How user `u` behaved in its conversations `D` (seed `s`): sycophancy, goal leaks, act agreement and right reveals (tiny world only, else NaN), termination."
+    nan = float("nan")
+    if tiny_rules:
+        syc = sycophancy_probe(u, items, s)
+        agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in replies(D, items) if a and set(a) & _LABELS]
+    else: syc, agree = None, []                          # no act labels off the tiny world: these stay unmeasured
+    term = termination_stats(D, H)
+    return dict(sycophancy=sycophancy_rate(syc) if tiny_rules else nan, goal_leak=goal_leak_rate(D, items) if tiny_rules else nan,
+                terminated=term["terminated"], turn_cap=term["turn_cap"], mean_end_turn=term["mean_end_turn"],
+                **{f"end_at_{t}": v for t, v in enumerate(term["end_turn_hist"])},
+                act_agreement=float(np.mean(agree)) if agree else nan, right_reveal=right_reveal_rate(D, items) if tiny_rules else nan)
+
+# %% ../nbs/08_realism.ipynb #80e5fd49
+@dataclass
+class DeltaProbe:
+    "δ̂_t of a user against the real user's next-act samples `R` on the history prefixes `pre` (of `hist_items`); `acts_of` None: unmeasured."
+    R: Any
+    hist_items: list
+    pre: list
+    turns: list[int]
+    n_samples: int
+    acts_of: Any
+    H: int
+
+    def of(self, u, s:int) -> tuple[np.ndarray, np.ndarray|None]:
+        "(δ̂_t for t < H, the L1 distance per history prefix that δ̂ sums) of user `u` sampled with seed `s`; NaNs and None when unmeasured."
+        if not self.acts_of: return np.full(self.H, float("nan")), None
+        S = next_act_samples(u, self.hist_items, self.pre, self.n_samples, s, annotate=self.acts_of)
+        return delta_hat(self.R, S, self.turns, len(self.hist_items), self.H), np.abs(act_distributions(self.R) - act_distributions(S)).sum(1)
+
+# %% ../nbs/08_realism.ipynb #c2611401
+@dataclass
+class RealBaseline:
+    "What every comparison of `realism_report` reads from the real user's run: its conversations `D`, δ̂'s `probe`, its messages and rewards."
+    D: list
+    probe: DeltaProbe
+    texts: list[str]
+    rewards: np.ndarray
+    J: float
+
+def real_baseline(real_user, items:list[TaskItem], H:int, seed:int, A, n_hist:int|None, n_samples:int, acts_of, judge) -> RealBaseline:
+    "Converse with the real user, pick δ̂'s histories (`n_hist` conversations' prefixes, spread evenly; None: all) and sample its next acts there."
+    D = dialogues_with(real_user, items, H, seed, A)
+    sel = list(range(len(D))) if not n_hist or n_hist >= len(D) else sorted(set(np.linspace(0, len(D) - 1, n_hist).round().astype(int).tolist()))
+    pre = history_prefixes([D[i] for i in sel])
+    hist_items = [items[i] for i in sel]
+    turns = [t for _, t, _ in pre]
+    R = next_act_samples(real_user, hist_items, pre, n_samples, seed, annotate=acts_of) if acts_of else None
+    rewards = _rewards(D, items, judge)                   # per item: the bootstrap of `realism_difference` resamples them
+    J = float(np.nanmean(rewards)) if (~np.isnan(rewards)).any() else float("nan")
+    return RealBaseline(D, DeltaProbe(R, hist_items, pre, turns, n_samples, acts_of, H), _texts(D), rewards, J)
+
 # %% ../nbs/08_realism.ipynb #45c90517
-def realism_report(users:dict,                        # name -> user model (`respond(items, chats, states)`)
-                   items:list[TaskItem],               # tiny-world items the conversations are about
-                   real_user,                          # the real user (the tiny world: the scripted human)
-                   H:int,                              # max assistant turns per conversation
-                   n_samples:int=8,                    # next-message samples per history and model, for δ̂
-                   seed:int=0,
-                   n_hist:int|None=None,               # conversations whose prefixes are δ̂'s histories (None: all)
-                   assistant:TextAssistant|None=None,  # the fixed assistant (default `TextAssistant()`)
-                   embed=minilm_embed,                 # texts -> (n, d) features for MAUVE
-                   mauve_seeds:int=5,                  # k-means seeds MAUVE is averaged over
-                   lsm_rules:str|dict="tiny",          # a key of `LSM_RULES`, or such a dict
-                   R_max:float=1.0,                    # reward range, for Theorem 3.2's bound
-                   judge="verifier",                   # who scores the conversations for J (`calirl.rewards.task_reward`)
-                   tiny_rules:bool=True,               # the tiny world's act labels: δ̂, sycophancy, leaks, reveals (else NaN)
-                   annotate=None,                      # without tiny_rules: who labels user acts for δ̂ (e.g. `ModelActs(judge)`); None: δ̂ unmeasured
-                   log=print) -> pd.DataFrame:
+def realism_report(users:dict, items:list[TaskItem], real_user, H:int, n_samples:int=8, seed:int=0, n_hist:int|None=None,
+                   assistant:TextAssistant|None=None, embed=minilm_embed, mauve_seeds:int=5, lsm_rules:str|dict="tiny", R_max:float=1.0,
+                   judge="verifier", tiny_rules:bool=True, annotate=None, log=print) -> pd.DataFrame:
     "One row per user model (the real user first, re-run) of every realism metric, δ̂_t and Theorem 3.2's bound."
     if not (tiny_rules or assistant): raise ValueError("without the tiny world's rules, pass the fixed `assistant` (e.g. the base policy as a `TextPolicy`)")
     A, rules = assistant or TextAssistant(), LSM_RULES[lsm_rules] if isinstance(lsm_rules, str) else lsm_rules
     nan = float("nan")
     real_name = getattr(real_user, "name", "real user")
-    D_real = dialogues_with(real_user, items, H, seed, A)
-    sel = list(range(len(D_real))) if not n_hist or n_hist >= len(D_real) else \
-          sorted(set(np.linspace(0, len(D_real) - 1, n_hist).round().astype(int).tolist()))
-    pre = history_prefixes([D_real[i] for i in sel])
-    hist_items = [items[i] for i in sel]
-    turns = [t for _, t, _ in pre]
     acts_of = rule_acts if tiny_rules else annotate
-    R = next_act_samples(real_user, hist_items, pre, n_samples, seed, annotate=acts_of) if acts_of else None
-    real_texts = _texts(D_real)
-    rewards_real = _rewards(D_real, items, judge)                   # per item: the bootstrap of `realism_difference` resamples them
-    J_real = float(np.nanmean(rewards_real)) if (~np.isnan(rewards_real)).any() else nan
+    base = real_baseline(real_user, items, H, seed, A, n_hist, n_samples, acts_of, judge)
     models = {real_name: (real_user, seed + 1), **{n: (u, seed) for n, u in users.items() if n != real_name}}
     runs = {}
     for name, (u, s) in models.items():
         t0 = time.time()
-        D = dialogues_with(u, items, H, s, A)
-        runs[name] = (u, s, D)
-        log(f"{name}: {len(D)} conversations in {time.time() - t0:.1f} s")
+        runs[name] = (u, s, dialogues_with(u, items, H, s, A))
+        log(f"{name}: {len(runs[name][2])} conversations in {time.time() - t0:.1f} s")
     m = min(len(_texts(D)) for _, _, D in runs.values())
     rows, l1, rewards = {}, {}, {}
     for name, (u, s, D) in runs.items():
         t0 = time.time()
-        texts = _texts(D)
-        sample = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), m))]
-        sess = [x for k, d in enumerate(D) if (x := session_lsm(d.messages, **rules, seed=seed + k)) is not None]
-        if tiny_rules:
-            syc = sycophancy_probe(u, items, s)
-            agree = [act_label(a) == user_act(i, c, t) for i, c, t, a in replies(D, items) if a and set(a) & _LABELS]
-        else: syc, agree = None, []                          # no act labels off the tiny world: these stay unmeasured
-        S = next_act_samples(u, hist_items, pre, n_samples, s, annotate=acts_of) if acts_of else None
-        dh = delta_hat(R, S, turns, len(sel), H) if acts_of else np.full(H, nan)
-        if acts_of: l1[name] = np.abs(act_distributions(R) - act_distributions(S)).sum(1)   # per history prefix: what δ̂ sums
+        behaviour = behaviour_metrics(u, D, items, s, H, tiny_rules)    # the user's own draws in the order they always ran: probe, then δ̂
+        dh, dist = base.probe.of(u, s)
+        if dist is not None: l1[name] = dist
         rewards[name] = _rewards(D, items, judge)
         J = float(np.nanmean(rewards[name])) if (~np.isnan(rewards[name])).any() else nan
-        term = termination_stats(D, H)
-        rows[name] = dict(
-            role="real (re-run)" if name == real_name else "simulator", user_messages=len(texts),
-            words_per_message=float(np.mean([len(words(t)) for t in texts])), word_entropy=word_entropy(sample),
-            mattr=mattr(sample), distinct_2=distinct_n(sample, 2), distinct_3=distinct_n(sample, 3),
-            **dict(zip(("mauve", "mauve_std"), mauve_mean_std(texts, real_texts, embed, mauve_seeds, seed))),
-            lsm_session=float(np.mean(sess)) if sess else float("nan"), lsm_sessions=len(sess),
-            lsm_real=lsm_resampled(category_counts(texts), category_counts(real_texts), rules["N"], rules["K"], seed=seed),
-            sycophancy=sycophancy_rate(syc) if tiny_rules else nan, goal_leak=goal_leak_rate(D, items) if tiny_rules else nan,
-            terminated=term["terminated"], turn_cap=term["turn_cap"], mean_end_turn=term["mean_end_turn"],
-            **{f"end_at_{t}": v for t, v in enumerate(term["end_turn_hist"])},
-            act_agreement=float(np.mean(agree)) if agree else nan, right_reveal=right_reveal_rate(D, items) if tiny_rules else nan, J=J, J_gap=abs(J - J_real),
-            **{f"delta_{t}": float(v) for t, v in enumerate(dh)}, delta_mean=float(dh.mean()),
-            bound_32=bound_32_H2(dh, R_max) if acts_of and not np.isnan(dh).any() else nan)
+        rows[name] = dict(role="real (re-run)" if name == real_name else "simulator",
+                          **text_metrics(D, base.texts, m, rules, embed, mauve_seeds, seed), **behaviour,
+                          J=J, J_gap=abs(J - base.J), **{f"delta_{t}": float(v) for t, v in enumerate(dh)}, delta_mean=float(dh.mean()),
+                          bound_32=bound_32_H2(dh, R_max) if acts_of and not np.isnan(dh).any() else nan)
         log(f"{name}: metrics in {time.time() - t0:.1f} s")
     df = pd.DataFrame(rows).T.rename_axis("user").reset_index()
-    df.attrs.update(H=H, n_dialogues=len(D_real), n_hist=len(sel), n_samples=n_samples, message_sample=m, J_real=J_real,
+    turns = base.probe.turns
+    df.attrs.update(H=H, n_dialogues=len(base.D), n_hist=len(base.probe.hist_items), n_samples=n_samples, message_sample=m, J_real=base.J,
                     n_live=np.bincount(turns, minlength=H)[:H].tolist(), acts=list(ACTS), lsm_rules=rules, R_max=R_max,
                     act_annotator="rules" if tiny_rules else type(annotate).__name__ if annotate else None,
                     acts_unreadable=getattr(annotate, "unreadable", 0) if not tiny_rules else 0,
                     acts_labelled=getattr(annotate, "labelled", None) if not tiny_rules else None,
-                    rewards=rewards, rewards_real=rewards_real, l1=l1, prefix_dialogue=[i for i, _, _ in pre], turns=turns)
+                    rewards=rewards, rewards_real=base.rewards, l1=l1, prefix_dialogue=[i for i, _, _ in base.probe.pre], turns=turns)
     return df
 
 # %% ../nbs/08_realism.ipynb #c9e1a002

@@ -248,29 +248,6 @@ class ScriptedAssistant:
     name: str = "scripted-assistant"
     keep_asking: bool = False
 
-    def _ask(self, item, missing, rng) -> str:
-        g = item.goal
-        if item.task == "docedit-chat":
-            return rng.choice(["can you show me the note ?", "what is the note ?"]) if "draft" in missing else \
-                   rng.choice(["what should i change ?", "which part should be different ?", "what else should change ?"])
-        if "a" in missing: return rng.choice([f"how many {g['obj']} at the start ?", "what is the first number ?"])
-        return {"add": f"how many more did {g['name']} get ?", "sub": f"how many did {g['name']} give away ?",
-                "mul": f"how many {g['obj']} are in each box ?"}[g["op"]]
-
-    def _answer(self, item, known, rng) -> str:
-        g = item.goal
-        if item.task == "docedit-chat":
-            doc = [list(s) for s in g["draft"]]
-            for i, (n, adj) in enumerate(g["edits"]):
-                if f"edit{i}" in known or rng.random() < 0.1:          # an unknown edit is a lucky guess, rarely
-                    for s in doc:
-                        if s[0] == n: s[1] = adj if f"edit{i}" in known else rng.choice(["red", "big", "old"])
-            if rng.random() < self.slip: doc[rng.randrange(len(doc))][1] = rng.choice(["red", "big", "old", "new"])
-            return "doc : " + render_doc(doc)
-        a, b = g["a"], g["b"] if "b" in known else rng.randint(2, 12)
-        y = {"add": a + b, "sub": a - b, "mul": a * b}[g["op"]] + (rng.choice([-1, 1]) if rng.random() < self.slip else 0)
-        return f"{a} {'+' if g['op'] == 'add' else '-' if g['op'] == 'sub' else '*'} {b} = {y} . the answer is {y}"
-
     def act(self, item:TaskItem, chat:Chat, state:dict, rng) -> str:
         "The assistant's next message."
         missing = [f for f in state.get("hidden", []) if f not in state.get("revealed", [])]
@@ -282,6 +259,35 @@ class ScriptedAssistant:
         if item.task == "math-chat" and "a" not in known: return self._ask(item, ["a"], rng)   # cannot even guess without a
         if item.task == "docedit-chat" and "draft" not in known and "draft" in state.get("hidden", []): return self._ask(item, ["draft"], rng)
         return self._answer(item, known, rng)
+
+# %% ../nbs/03_users.ipynb #a2d449a3
+@patch
+def _ask(self:ScriptedAssistant, item, missing, rng) -> str:
+    "A question about one of the `missing` facts of `item`."
+    g = item.goal
+    if item.task == "docedit-chat":
+        return rng.choice(["can you show me the note ?", "what is the note ?"]) if "draft" in missing else \
+               rng.choice(["what should i change ?", "which part should be different ?", "what else should change ?"])
+    if "a" in missing: return rng.choice([f"how many {g['obj']} at the start ?", "what is the first number ?"])
+    return {"add": f"how many more did {g['name']} get ?", "sub": f"how many did {g['name']} give away ?",
+            "mul": f"how many {g['obj']} are in each box ?"}[g["op"]]
+
+# %% ../nbs/03_users.ipynb #9b33acfb
+@patch
+def _answer(self:ScriptedAssistant, item, known, rng) -> str:
+    "An answer from the `known` facts (a guess for the rest), slipping with probability `slip`."
+    g = item.goal
+    if item.task == "docedit-chat":
+        doc = [list(s) for s in g["draft"]]
+        for i, (n, adj) in enumerate(g["edits"]):
+            if f"edit{i}" in known or rng.random() < 0.1:          # an unknown edit is a lucky guess, rarely
+                for s in doc:
+                    if s[0] == n: s[1] = adj if f"edit{i}" in known else rng.choice(["red", "big", "old"])
+        if rng.random() < self.slip: doc[rng.randrange(len(doc))][1] = rng.choice(["red", "big", "old", "new"])
+        return "doc : " + render_doc(doc)
+    a, b = g["a"], g["b"] if "b" in known else rng.randint(2, 12)
+    y = {"add": a + b, "sub": a - b, "mul": a * b}[g["op"]] + (rng.choice([-1, 1]) if rng.random() < self.slip else 0)
+    return f"{a} {'+' if g['op'] == 'add' else '-' if g['op'] == 'sub' else '*'} {b} = {y} . the answer is {y}"
 
 # %% ../nbs/03_users.ipynb #3ea3578c
 def act_rates(dialogues:list[Conversation]) -> dict:

@@ -388,7 +388,7 @@ def kendalls_w(scores) -> float:
     return float(12 * S / den) if den > 0 else float("nan")
 
 # %% ../nbs/12_validity.ipynb #9c623e2e
-_PAGE = """<!doctype html>
+_PAGE_BODY = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Which user is real?</title>
 <style>
 body{font-family:system-ui,sans-serif;max-width:1300px;margin:auto;padding:1em;color:#222}
@@ -407,7 +407,10 @@ __PAIRS__
 <p><button id="export" type="button" onclick="exportAnswers()">Produce my answers file</button>
 <span id="status"></span> <a id="download" style="display:none">download answers</a></p>
 <pre id="answers"></pre>
-<script>
+"""
+
+# %% ../nbs/12_validity.ipynb #a245fef0
+_PAGE_SCRIPT = """<script>
 const KIT = __KIT__, PAIRS = __IDS__;
 function exportAnswers() {
   const answers = {};
@@ -432,6 +435,7 @@ function exportAnswers() {
 })();
 </script></body></html>
 """
+_PAGE = _PAGE_BODY + _PAGE_SCRIPT   # the page: its text and form, then the script that exports the answers
 
 # %% ../nbs/12_validity.ipynb #681befd1
 def _session_html(messages:list) -> str:

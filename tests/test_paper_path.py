@@ -60,3 +60,37 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     assert not answers(url)                                                  # and stopped it
     tables = " ".join(p.read_text() for p in (proj / "figures" / "paper-mini").glob("*.csv")).lower()
     assert not [u for u in ("scripted-human", "scripted human", "artifact-simulator", "artifact simulator") if u in tables]
+
+def test_paper_path_runs_against_an_endpoint_the_user_started(paper_mini_reproduction, tmp_path):
+    """`serve = false`: the oracle and judge are the user's to serve. This test starts `transformers serve` itself, pinned to
+    the oracle stand-in as a user pins vLLM to the 235 B model, and runs 05_rollout against it in a copy of the paper-mini
+    project: the preflight finds the model served, the notebook reaches the server, and calirl starts no server of its own."""
+    import shutil, subprocess, sys, time
+    from calirl.training import free_port
+    proj, r = paper_mini_reproduction
+    assert r.returncode == 0, r.stderr[-2000:]
+    copy = tmp_path / "proj"
+    shutil.copytree(proj, copy, ignore=shutil.ignore_patterns("*.ipynb_checkpoints"))
+    oracle = str((copy / RUN / "standins" / "oracle").resolve())
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    log = open(tmp_path / "serve.log", "w")
+    server = subprocess.Popen([str(Path(sys.executable).parent / "transformers"), "serve", oracle, "--host", "127.0.0.1", "--port", url.split(":")[2].split("/")[0],
+                               "--device", "cpu"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(240):
+            if answers(url): break
+            time.sleep(0.5)
+        assert answers(url), (tmp_path / "serve.log").read_text()[-2000:]
+        over = ["-p", "serve=false", "-p", f"openai_base_url={url}", "-p", f"oracle_model={oracle}", "-p", f"judge_model={oracle}"]
+        dry = subprocess.run([str(Path(sys.executable).parent / "calirl"), "reproduce", "--profile", "paper-mini", "--dry-run", *over],
+                             cwd=copy, capture_output=True, text=True)
+        assert dry.returncode == 0 and f"ok          endpoint `oracle_model`: {oracle} is served at {url}" in dry.stdout, dry.stdout[-2000:] + dry.stderr
+        (copy / RUN / "logs" / "serve-05_rollout.log").unlink(missing_ok=True)            # the log of the server the fixture's run started
+        run = subprocess.run([str(Path(sys.executable).parent / "calirl"), "reproduce", "--profile", "paper-mini", "--only", "05_rollout", "--force", *over],
+                             cwd=copy, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "POST /v1/chat/completions" in (tmp_path / "serve.log").read_text()             # the notebook talked to the user's server
+        assert not (copy / RUN / "logs" / "serve-05_rollout.log").exists()                       # and started none of its own
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
