@@ -58,6 +58,9 @@ class Backend(ABC):
         prompts = [chat_prompt_ids(self.tokenizer, m) for m in messages_batch]
         return self.generate(prompts, max_new_tokens, temperature, top_p, seed, stop_token_ids)
 
+    def close(self) -> None:
+        "Give back what the engine holds (GPU memory, processes); the backend is not used after. Nothing to do for most."
+
 # %% ../nbs/04a_backends.ipynb #3238d76f
 def stop_ids(tokenizer, model=None, extra:list[int]|None=None) -> list[int]:
     "The token ids that end a message: `extra` if given, else the tokenizer's turn ends (`turn_end_ids`) and the model's eos ids."
@@ -434,6 +437,18 @@ class VLLMBackend(Backend):
         ids = list(o.token_ids)
         lps = [d[t].logprob for t, d in zip(ids, o.logprobs)] if o.logprobs is not None else None
         return Completion(ids, o.text, lps, "stop" if o.finish_reason == "stop" else "length")
+
+# %% ../nbs/04a_backends.ipynb #5fb32c97
+@patch
+def close(self:VLLMBackend) -> None:
+    "Shut the engine and its worker processes down and give its GPU memory back, so that the next engine can have it."
+    import gc
+    llm, self.llm = self.llm, None
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if hasattr(core, "shutdown"): core.shutdown()                 # vLLM's engine process
+    del llm, core
+    gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 # %% ../nbs/04a_backends.ipynb #3a8ff3bb
 class BackendError(RuntimeError):
