@@ -34,10 +34,11 @@ def unknown(what:str, name, valid) -> ComponentError:
 BACKENDS = ("hf", "vllm", "openai", "transformers-serve")
 
 def generation_backend(model:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", base_url:str="",
-                       cache:dict|None=None) -> Backend:
-    "A backend serving `model` (a `load_model` source, or the endpoint's model id), reused from `cache` when it has it."
+                       cache:dict|None=None, concurrency:int|None=None) -> Backend:
+    "A backend serving `model` (a `load_model` source, or the endpoint's model id), reused from `cache` when it has it; an endpoint's sends `concurrency` requests at once (None: `OpenAIBackend`'s default)."
     if backend not in BACKENDS: raise unknown("generation backend", backend, BACKENDS)
-    key = (str(model), backend, device, dtype, base_url)
+    http = backend in ("openai", "transformers-serve")
+    key = (str(model), backend, device, dtype, base_url) + ((concurrency,) if http else ())   # an engine is never built twice for it
     if cache is not None and key in cache: return cache[key]
     if backend == "hf":
         from calirl.models import load_model
@@ -45,8 +46,9 @@ def generation_backend(model:str|Path, backend:str="hf", device:str="auto", dtyp
     elif backend == "vllm":
         from calirl.models import load_tokenizer
         b = VLLMBackend(str(model), tokenizer=load_tokenizer(model), dtype=dtype)
-    elif backend == "openai": b = OpenAIBackend(base_url, str(model))
-    else: b = OpenAIBackend(base_url, str(model), extra_body=served_sampling())   # the kit's own server: sample as `hf` does
+    else:
+        extra = served_sampling() if backend == "transformers-serve" else None      # the kit's own server: sample as `hf` does
+        b = OpenAIBackend(base_url, str(model), extra_body=extra, **({} if concurrency is None else dict(max_workers=concurrency)))
     if cache is not None: cache[key] = b
     return b
 
@@ -122,9 +124,9 @@ def build_verifier(cache:dict|None=None) -> str:
     return "verifier"
 
 def build_llm_judge(model:str|Path, backend:str="openai", base_url:str="", device:str="auto", dtype:str="auto",
-                    *, max_new_tokens:int, temperature:float=0.0, cache:dict|None=None) -> ChatGenerate:
-    "A chat model judging accuracy with the App. C.3 prompt: `judge(chats) -> texts`."
-    return ChatGenerate(generation_backend(model, backend, device, dtype, base_url, cache), max_new_tokens, temperature)
+                    *, max_new_tokens:int, temperature:float=0.0, concurrency:int|None=None, cache:dict|None=None) -> ChatGenerate:
+    "A chat model judging accuracy with the App. C.3 prompt: `judge(chats) -> texts`; behind an endpoint, `concurrency` requests at once."
+    return ChatGenerate(generation_backend(model, backend, device, dtype, base_url, cache, concurrency), max_new_tokens, temperature)
 
 JUDGES = {"verifier": build_verifier, "llm-judge": build_llm_judge}
 
@@ -140,7 +142,7 @@ ROLES = {   # role -> the profile keys it reads
     "naive": ("naive_simulator", "simulator_model", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
     "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "sim_temperature", "seed"),
 }
-JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype")
+JUDGE_KEYS = ("judge_model", "judge_max_new_tokens", "judge_concurrency", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype")
 _MISSING = object()
 
 def read_keys(keys, names:tuple, who:str) -> dict:
@@ -208,7 +210,9 @@ def judge_spec(keys) -> dict:
     "The spec of the judge the profile `keys` name (nothing loaded)."
     k = read_keys(keys, JUDGE_KEYS, "the judge")
     if k["judge_model"] == "verifier": return dict(kind="verifier")
-    return dict(kind="llm-judge", model=k["judge_model"], **_served(k), max_new_tokens=k["judge_max_new_tokens"], temperature=0.0)
+    where = _served(k)
+    fan = dict(concurrency=k["judge_concurrency"]) if where["backend"] in ("openai", "transformers-serve") else {}   # in-process: one batched generate
+    return dict(kind="llm-judge", model=k["judge_model"], **where, max_new_tokens=k["judge_max_new_tokens"], temperature=0.0, **fan)
 
 def judge_for(keys, cache:dict|None=None):
     "The judge the profile `keys` name: the `verifier`, or an LLM judge `judge(chats) -> texts`."

@@ -6,7 +6,7 @@ explicit *unscorable* — never an exception, never a silent 0."""
 
 # %% auto #0
 __all__ = ['Score', 'unscorable', 'safe_score', 'Verifier', 'judge_accuracy', 'judge_interactivity', 'bleu', 'bleu_char_nltk',
-           'fenced_document', 'judged_document', 'task_reward']
+           'fenced_document', 'judged_documents', 'judged_document', 'task_rewards', 'task_reward']
 
 # %% ../nbs/02c_rewards.ipynb #216e1e88
 import math, multiprocessing as mp, re, warnings
@@ -153,34 +153,58 @@ def fenced_document(text:str|None) -> str|None:
     return blocks[-1].strip() if blocks else text.strip()
 
 # %% ../nbs/02c_rewards.ipynb #1760e6e6
+def judged_documents(generate:Callable, texts:list[str|None]) -> list[tuple[str | None, str]]:
+    "Per text: (the document the judge model copies out of it, 'ok'), or (None, why not); one `generate` call for the batch."
+    out, todo = [("", "ok") for _ in texts], [k for k, t in enumerate(texts) if t]
+    if not todo: return out
+    try: replies, why = list(generate([[{"role": "user", "content": document_prompt(texts[k])}] for k in todo])), ""
+    except Exception as e: replies, why = [], f"extract_error:{type(e).__name__}"
+    if not why and len(replies) != len(todo): why = "extract_batch_mismatch"
+    for j, k in enumerate(todo):
+        doc = None if why else parse_document(replies[j])[0]
+        out[k] = (doc, "ok") if doc is not None else (None, why or "extract_unparseable")
+    return out
+
 def judged_document(generate:Callable, text:str|None) -> tuple[str | None, str]:
     "(the document the judge model copies out of `text`, 'ok'), or (None, why not)."
-    if not text: return "", "ok"
-    try: replies = list(generate([[{"role": "user", "content": document_prompt(text)}]]))
-    except Exception as e: return None, f"extract_error:{type(e).__name__}"
-    if len(replies) != 1: return None, "extract_batch_mismatch"
-    doc, _ = parse_document(replies[0])
-    return (doc, "ok") if doc is not None else (None, "extract_unparseable")
+    return judged_documents(generate, [text])[0]
 
 # %% ../nbs/02c_rewards.ipynb #520000eb
 _VERIFIER = None
 
+def _verify(pred:str|None, gold:str) -> Score:
+    "The programmatic verifier's score (one warm worker, started at first use)."
+    global _VERIFIER
+    _VERIFIER = _VERIFIER or Verifier()
+    return _VERIFIER(pred, gold)
+
+def task_rewards(items:list[TaskItem], messages:list[list], judge:str|Callable="verifier", metric:str="bleu",
+                 terminations:list[str]|None=None) -> list[Score]:
+    "Rewards of many conversations, each as `task_reward` scores it; a judge model reads the whole batch in one call per question."
+    with timed("scoring"):
+        out, pred = [None] * len(items), {}
+        for k, (it, m, e) in enumerate(zip(items, messages, terminations or [""] * len(items))):
+            if e == "policy_truncated":
+                out[k] = Score(0.0, "policy_truncated")
+                continue
+            try: pred[k] = final_answer(it, m) if it.goal else _last_assistant(m)      # paper items: free text
+            except Exception as ex: out[k] = unscorable(f"transcript:{type(ex).__name__}")
+        docs = [k for k in pred if items[k].task == "docedit-chat" and not items[k].goal and callable(judge)]
+        for k, (d, why) in zip(docs, judged_documents(judge, [pred[k] for k in docs])):   # paper items: the document inside the message
+            if d is None: out[k] = unscorable(why)
+            pred[k] = d
+        asked = [k for k in pred if out[k] is None and items[k].task != "docedit-chat" and judge != "verifier"]
+        if asked:
+            verdicts = judge_accuracy(judge, [items[k].x for k in asked], [items[k].y_star for k in asked], [pred[k] or "" for k in asked])
+            for k, v in zip(asked, verdicts): out[k] = v
+        for k in pred:
+            if out[k] is not None: continue
+            it = items[k]
+            doc = pred[k] if it.goal or callable(judge) else fenced_document(pred[k])          # a judge model copied it out already
+            if it.task != "docedit-chat": out[k] = _verify(pred[k], it.y_star)
+            else: out[k] = (bleu if metric == "bleu" else bleu_char_nltk)(doc, it.y_star)
+        return out
+
 def task_reward(item:TaskItem, messages:list, judge:str|Callable="verifier", metric:str="bleu", termination:str="") -> Score:
     "Reward of a conversation on `item`: accuracy of the final answer, or BLEU of the final document; 0 if a policy turn was cut off."
-    if termination == "policy_truncated": return Score(0.0, "policy_truncated")
-    with timed("scoring"): return _task_reward(item, messages, judge, metric)
-
-def _task_reward(item:TaskItem, messages:list, judge:str|Callable, metric:str) -> Score:
-    global _VERIFIER
-    try: pred = final_answer(item, messages) if item.goal else _last_assistant(messages)   # paper items: free text
-    except Exception as e: return unscorable(f"transcript:{type(e).__name__}")
-    if item.task == "docedit-chat":
-        if not item.goal and callable(judge):                         # paper items: the document inside the message
-            pred, why = judged_document(judge, pred)
-            if pred is None: return unscorable(why)
-        elif not item.goal: pred = fenced_document(pred)
-        return (bleu if metric == "bleu" else bleu_char_nltk)(pred, item.y_star)
-    if judge == "verifier":
-        _VERIFIER = _VERIFIER or Verifier()
-        return _VERIFIER(pred, item.y_star)
-    return judge_accuracy(judge, [item.x], [item.y_star], [pred or ""])[0]
+    return task_rewards([item], [messages], judge, metric, [termination])[0]

@@ -85,6 +85,8 @@ class WorldKeys(Checked):
     oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id or path (`./…`: relative to the project)")
     judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id or path (`./…`: relative to the project)")
     judge_max_new_tokens: int = _key("max new tokens of one reply of a judge model (its reasoning and verdict)", lo=1, hi=32_768)
+    judge_concurrency: int = _key("requests a judge behind the OpenAI-compatible endpoint has in flight at once: a batch of conversations is scored "
+                                  "in that many concurrent requests, answers in input order. Speed only", lo=1, hi=4096)
     tiny_arch: str = _key("architecture of locally built tiny models", ("qwen2", "gemma3"))
     tiny_hidden: int = _key("hidden size of locally built tiny models", lo=16, hi=8192)
     tiny_layers: int = _key("layers of locally built tiny models", lo=1, hi=128)

@@ -120,3 +120,25 @@ def test_private_names_stay_in_their_module():
 def test_the_check_finds_a_private_import():
     src = "from calirl.settings import _suggest, typed_value\nfrom .training import _rank_device\nfrom .dial import _replies\nfrom calirl.x import __version__\nfrom os import _exit"
     assert _private_imports(src, "dial", "m.py") == ["m.py: from calirl.settings import _suggest", "m.py: from calirl.training import _rank_device"]
+
+def _n_workers_without_device(src:str, where:str) -> list[str]:
+    "Each call of `n_workers` in `src` given fewer than two arguments, i.e. no device: on a GPU node it would count CPU cores."
+    import ast
+    tree = ast.parse("\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!"))))
+    name = lambda f: getattr(f, "id", None) or getattr(f, "attr", None)
+    return [f"{where}:{c.lineno}: {ast.unparse(c)}" for c in ast.walk(tree)
+            if isinstance(c, ast.Call) and name(c.func) == "n_workers" and len(c.args) + len(c.keywords) < 2]
+
+def test_every_n_workers_call_names_its_device():
+    "Worker counts depend on where models run (one per CPU core on the CPU, one on a GPU): no call of `n_workers`, in the package or a notebook, leaves the device out."
+    import json
+    found = []
+    for p in sorted((ROOT / "calirl").glob("*.py")): found += _n_workers_without_device(p.read_text(), p.name)
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        for c in json.loads(nb.read_text())["cells"]:
+            if c["cell_type"] == "code": found += _n_workers_without_device("".join(c["source"]), nb.name)
+    assert not found, "n_workers called without a device (pass the profile's `device`):\n" + "\n".join(found)
+
+def test_the_check_finds_an_n_workers_call_without_a_device():
+    src = "n_workers(prof.workers)\nn_workers(0, 'cuda')\nruntime.n_workers(w, device=d)\nruntime.n_workers(w)"
+    assert _n_workers_without_device(src, "t") == ["t:1: n_workers(prof.workers)", "t:4: runtime.n_workers(w)"]
