@@ -142,3 +142,24 @@ def test_every_n_workers_call_names_its_device():
 def test_the_check_finds_an_n_workers_call_without_a_device():
     src = "n_workers(prof.workers)\nn_workers(0, 'cuda')\nruntime.n_workers(w, device=d)\nruntime.n_workers(w)"
     assert _n_workers_without_device(src, "t") == ["t:1: n_workers(prof.workers)", "t:4: runtime.n_workers(w)"]
+
+CELL_LINES = 40   # the longest a code cell may be: one idea, readable without scrolling
+
+def long_cells(nb_path:Path, limit:int=CELL_LINES) -> list[tuple[int, int, str]]:
+    "(cell index, lines, first line) of each code cell of notebook `nb_path` longer than `limit` lines."
+    import json
+    cells = json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+    src = lambda c: "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+    return [(i, len(src(c).splitlines()), src(c).splitlines()[0]) for i, c in enumerate(cells)
+            if c["cell_type"] == "code" and len(src(c).splitlines()) > limit]
+
+def test_no_code_cell_is_over_forty_lines():
+    found = {p.name: long_cells(p) for p in sorted((ROOT / "nbs").glob("*.ipynb"))}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}
+
+def test_the_check_finds_a_long_cell(tmp_path):
+    import json
+    cells = [{"cell_type": "code", "source": "\n".join(f"x{i} = {i}" for i in range(CELL_LINES + 1)), "metadata": {}},
+             {"cell_type": "code", "source": ["y = 1\n", "z = 2"], "metadata": {}}]
+    (tmp_path / "a.ipynb").write_text(json.dumps({"cells": cells}))
+    assert long_cells(tmp_path / "a.ipynb") == [(0, CELL_LINES + 1, "x0 = 0")]
