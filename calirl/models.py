@@ -13,7 +13,8 @@ __all__ = ['QWEN2_PRETOKENIZE', 'IM_START', 'IM_END', 'PAD', 'CHAT_TEMPLATES', '
            'trl_chat_template', 'with_hub_template', 'simulator_template', 'turn_end_token', 'turn_end_ids',
            'tiny_config', 'n_params', 'build_tiny_model', 'forward_reduction', 'TokenizerMismatchError',
            'check_tokenizer', 'save_model', 'resolve_device', 'resolve_dtype', 'pick_attention', 'split_revision',
-           'load_tokenizer', 'causal_lm', 'load_model', 'standin_texts', 'build_standin', 'build_standins']
+           'load_tokenizer', 'causal_lm', 'load_model', 'tiny_multimodal', 'standin_texts', 'build_standin',
+           'build_standins']
 
 # %% ../nbs/04_models.ipynb #92020de4
 import copy, importlib.util, json, os
@@ -183,7 +184,8 @@ def check_tokenizer(tok, path:str|Path, texts:Iterable[str]=CHECK_TEXTS) -> None
 def save_model(model, tok, path:str|Path, check_texts:Iterable[str]=CHECK_TEXTS, state_dict:dict|None=None) -> Path:
     "Save `model` (safetensors; its weights from `state_dict` when given) and `tok` to the folder `path` atomically, after checking the tokenizer reloads as itself."
     with atomic_path(path) as t:
-        model.save_pretrained(t, state_dict=state_dict)   # safetensors; a PEFT model saves its adapter (load_model finds the base)
+        own = {} if hasattr(model, "peft_config") else dict(save_original_format=False)   # the model's own names (see `causal_lm`)
+        model.save_pretrained(t, state_dict=state_dict, **own)   # safetensors; a PEFT model saves its adapter (load_model finds the base)
         tok.save_pretrained(t)
         check_tokenizer(tok, t, check_texts)
     return Path(path)
@@ -235,7 +237,12 @@ def causal_lm(name_or_path:str, **kw):
     name_or_path, kw["revision"] = split_revision(name_or_path)
     cfg = AutoConfig.from_pretrained(name_or_path, revision=kw["revision"], trust_remote_code=kw.get("trust_remote_code", False))
     text = cfg.get_text_config()
-    if text is cfg: return AutoModelForCausalLM.from_pretrained(name_or_path, **kw)
+    if text is cfg:
+        model, info = AutoModelForCausalLM.from_pretrained(name_or_path, output_loading_info=True, **kw)
+        if info["missing_keys"]:                                         # transformers would start them from random values
+            raise ValueError(f"{name_or_path}: {len(info['missing_keys'])} weight(s) of {type(model).__name__} are not in the "
+                             f"checkpoint, e.g. {sorted(info['missing_keys'])[:3]}")
+        return model
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
     cls = MODEL_FOR_CAUSAL_LM_MAPPING[type(text)]                      # the text model's class, e.g. Gemma3ForCausalLM
     from transformers.utils import logging as hf_logging
@@ -274,6 +281,16 @@ def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:
         model = get_peft_model(model, LoraConfig(**{**LORA_DEFAULTS, **lora}))
     model.generation_config.pad_token_id = tok.pad_token_id
     return model.to(dev), tok
+
+# %% ../nbs/04_models.ipynb #b7e1c0a2
+def tiny_multimodal(tok, hidden:int=64, layers:int=1, seed:int=0):
+    "A randomly initialised tiny `Gemma3ForConditionalGeneration` (Gemma-3-4B-IT's class) over `tok`'s vocabulary, in eval mode."
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, SiglipVisionConfig
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=1, image_size=28, patch_size=14)
+    cfg = Gemma3Config(text_config=tiny_config("gemma3", hidden, layers, len(tok)).to_dict(), mm_tokens_per_image=4, vision_config=vision.to_dict())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return Gemma3ForConditionalGeneration(cfg).eval()
 
 # %% ../nbs/04_models.ipynb #c2aa89dd
 STANDINS = {   # stand-in -> (architecture, hub chat template): the paper's policy is a Gemma-3, its simulator and oracle are Qwen models

@@ -199,6 +199,10 @@ class GRPOKeys(Checked):
     eps_low: float = _key("lower clip range ε_low (paper: 0.2)", lo=0, hi=1)
     eps_high: float = _key("upper clip range ε_high (paper: 0.28)", lo=0, hi=1)
     kl_beta: float = _key("KL coefficient β (paper: 0)", lo=0)
+    vllm_is_mode: str = _key("rollout_backend = vllm: TRL's correction for vLLM sampling with other log-probs than the trainer computes "
+                             "(ratio ρ = π_train/π_vLLM, bound C_max = 3): sequence_mask drops an episode whose ρ is out of bounds, "
+                             "token_mask a token, *_truncate clips ρ; off: no correction (TRL's default: sequence_mask)",
+                             ("sequence_mask", "sequence_truncate", "token_mask", "token_truncate", "off"))
     grpo_steps_math: int = _key("GRPO steps on math-chat (paper: 10)", lo=0, hi=MANY)
     grpo_steps_docedit: int = _key("GRPO steps on docedit-chat (paper: 20)", lo=0, hi=MANY)
     train_runs: int = _key("GRPO training runs of each of 09's variants, with seeds `seed`, `seed` + 1, …: Table 2 reports the first, 10 every run in a table of its own (the paper: one)", lo=1, hi=100)
@@ -419,7 +423,7 @@ def profile_view(keys:tuple[str, ...]):
 
 # %% ../nbs/00_core.ipynb #313c7623
 GRPO_KEYS = ("G", "grpo_batch", "grpo_lr", "adam_beta1", "adam_beta2", "eps_low", "eps_high", "kl_beta", "train_temperature",
-             "max_new_tokens", "seed", "device", "dtype", "rollout_backend", "policy_prompt", "micro_batch", "grpo_chunk")
+             "max_new_tokens", "seed", "device", "dtype", "rollout_backend", "policy_prompt", "micro_batch", "grpo_chunk", "vllm_is_mode")
 
 @profile_view(GRPO_KEYS)
 class GRPOSettings(Checked):

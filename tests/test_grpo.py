@@ -3,6 +3,7 @@ training run resumes from its last checkpoint to the same result as an uninterru
 # tolerances: trainings that take the same steps are compared on their weights against the size of one Adam step (about
 # lr = 1e-3 per weight): lr/100 after a resume from a checkpoint, lr/1000 where only micro-batching or chunking differs;
 # a step taken differently moves weights by ~lr and fails. Advantages (float32, groups of ≤ 8 values ≤ 1) at 1e-6.
+# vLLM importance ratios: exp of a sum of ≤ 20 float32 log-prob differences, bounded by C_max = 3: 3·20·1.2e-7 ≈ 7e-6 < 1e-5.
 import math
 import pytest
 import torch
@@ -12,7 +13,7 @@ from calirl.settings import GRPOSettings, PerTask
 
 SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
                         train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf",
-                        policy_prompt="plain", micro_batch=0, grpo_chunk=0)
+                        policy_prompt="plain", micro_batch=0, grpo_chunk=0, vllm_is_mode="sequence_mask")
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +104,9 @@ def test_vllm_colocate_grpo(tmp_path):
         model, tok = load_model(path, device="cuda", dtype="bfloat16")
         gpu = SETTINGS.changed(device="cuda", dtype="bfloat16", rollout_backend="vllm")
         cfg = grpo_config(tmp_path / f"run-{sleep}", 2, gpu, vllm_gpu_memory_utilization=0.15, vllm_enable_sleep_mode=sleep,
-                          vllm_max_model_length=512)
-        assert cfg.use_vllm and cfg.vllm_mode == "colocate"
+                          max_len=PerTask("max_len", 256, 512))
+        assert cfg.use_vllm and cfg.vllm_mode == "colocate" and cfg.vllm_max_model_length == 512
+        assert (cfg.vllm_importance_sampling_correction, cfg.vllm_importance_sampling_mode) == (True, gpu.vllm_is_mode)
         rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
         calls = []
         inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, gpu, PerTask("max_len", 256, 256))
@@ -118,6 +120,7 @@ def test_vllm_colocate_grpo(tmp_path):
         assert TrainerVLLM(tr, tok).llm is tr.vllm_generation.llm   # the rollout engine is the trainer's own, weights synced by TRL
         assert tr.state.global_step == 2 and len(step_log(tr)) == 2
         assert len(calls) >= 2 and sum(calls) >= 8, calls           # every policy turn went through the trainer's engine
+        assert all(0 <= h["sampling/is_out_of_bounds"] <= 1 for h in step_log(tr)), step_log(tr)   # logged every step
         print(f"sleep={sleep}: {len(calls)} engine calls, rewards {[h['reward'] for h in step_log(tr)]}")
         del tr; torch.cuda.empty_cache()
 
@@ -216,3 +219,83 @@ def test_length_chunks_give_the_same_update(tiny, tmp_path):
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out[0].parameters()))
     for a, b in zip(out[0].parameters(), out[1].parameters()):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("mode", ["sequence_mask", "sequence_truncate", "token_mask", "token_truncate"])
+def test_reference_equals_trl_with_vllm_importance_sampling(tiny, mode):
+    """TRL's vLLM path (`vllm_is_mode`), fed sampling log-probs that differ from the trainer's: its importance ratios,
+    loss and gradients equal the reference's, and the share of episodes out of bounds that `log_vllm_is` logs is the
+    reference's. Sampled on the CPU: the log-probs stand in for vLLM's."""
+    from calirl.grpo import IS_MODES, compare_with_trl, edge_case_batch
+    assert mode in IS_MODES
+    model, tok, _ = tiny
+    for seed in (0, 1):
+        d = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=seed), 4, 0.2, 0.28, 1.0, seed=seed, is_mode=mode)
+        assert d["advantages"] < 1e-6 and d["loss"] < 1e-6 and d["grad"] < 1e-6 and d["mask"] == 0 and d["is_ratio"] < 1e-5, d
+        assert d["is_logged"] == pytest.approx(d["is_out"], abs=1e-9) and d["is_moved"] > 0.1, d
+        if mode.startswith("sequence"): assert 0 < d["is_out"] < 1, d
+        without = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=seed), 4, 0.2, 0.28, 1.0, seed=seed)
+        assert abs(without["loss_value"] - d["loss_value"]) > 1e-4, (without, d)   # the correction is in the objective checked
+
+
+def test_vllm_settings_reach_trl():
+    "`vllm_is_mode` and the vLLM context length reach TRL's GRPOConfig; on the CPU a vLLM configuration is refused."
+    from trl import GRPOConfig
+    from calirl.grpo import grpo_config, vllm_context, vllm_kwargs
+    ml = PerTask("max_len", 300, 700)
+    assert vllm_context(ml) == 700
+    for mode in ("sequence_mask", "sequence_truncate", "token_mask", "token_truncate", "off"):
+        cfg = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, report_to="none", **vllm_kwargs(SETTINGS.changed(vllm_is_mode=mode), ml, 0.2, True))
+        assert (cfg.use_vllm, cfg.vllm_mode, cfg.vllm_max_model_length, cfg.vllm_gpu_memory_utilization, cfg.vllm_enable_sleep_mode) == (True, "colocate", 700, 0.2, True)
+        assert cfg.vllm_importance_sampling_correction == (mode != "off")
+        if mode != "off": assert cfg.vllm_importance_sampling_mode == mode
+    with pytest.raises(Exception, match="not allowed"): SETTINGS.changed(vllm_is_mode="tis")
+    with pytest.raises(ValueError, match="needs a CUDA device"): grpo_config("unused", 1, SETTINGS.changed(rollout_backend="vllm"), max_len=ml)
+
+
+def test_rollouts_fit_the_vllm_context(tiny):
+    """Every multi-turn episode, and so every request the rollout sends with its reply, fits in `vllm_context`, also
+    when the context limits bind (episodes end at them)."""
+    from types import SimpleNamespace
+    from calirl.grpo import interactive_rollout_func, vllm_context
+    from calirl.users import artifact_simulator
+    import copy
+    from calirl.models import turn_end_ids
+    model, tok, items = tiny
+    model, end = copy.deepcopy(model), turn_end_ids(tok)[0]
+    bias = torch.zeros(model.lm_head.out_features)
+    bias[end] = 4.0                                             # the random policy, made to end its turns often: episodes run rounds
+    model.lm_head.bias = torch.nn.Parameter(bias)
+    ids = list(items)[:2] + list(items)[-2:]                   # both tasks
+    fake = SimpleNamespace(num_generations=2, model=model, state=SimpleNamespace(global_step=0))
+    s = SETTINGS.changed(max_new_tokens=16)
+    free = interactive_rollout_func(artifact_simulator(), items, tok, 4, s, PerTask("max_len", 1024, 1024))([i for i in ids for _ in range(2)], fake)
+    P = max(len(p) for p in free["prompt_ids"])
+    longest = max(len(p) + len(c) for p, c in zip(free["prompt_ids"], free["completion_ids"]))
+    assert longest > P + s.max_new_tokens + 2, longest         # unbounded, some episodes grow past one round
+    ml = PerTask("max_len", P + s.max_new_tokens + 1, P + s.max_new_tokens + 2)
+    out = interactive_rollout_func(artifact_simulator(), items, tok, 4, s, ml)([i for i in ids for _ in range(2)], fake)
+    n = [len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"])]
+    assert all(k <= ml[items[i].task] <= vllm_context(ml) for k, i in zip(n, out["item_id"])), n
+    assert "context_overflow" in out["termination"], out["termination"]
+
+
+def test_the_trainer_hands_vllm_the_folder_it_trains(tiny, tmp_path):
+    """The paper's policy is a multimodal Gemma-3: trained from the hub's layout, TRL would build vLLM's engine from a
+    checkpoint whose tensor names are not the trainer's, and `check_vllm_source` refuses it; from the text-only folder
+    `04c` saves, 09's trainer hands vLLM that folder, holding the trained model under the names TRL pushes."""
+    from calirl.base_policy import save_text_model
+    from calirl.grpo import check_vllm_source, grpo_config, grpo_trainer
+    from calirl.models import load_model, tiny_multimodal, with_hub_template
+    _, tok, _ = tiny
+    gtok = with_hub_template(tok, "gemma3")
+    tiny_multimodal(gtok, 32, 1, 0).save_pretrained(tmp_path / "multimodal")
+    gtok.save_pretrained(tmp_path / "multimodal")
+    hub_layout, _ = load_model(tmp_path / "multimodal", device="cpu", dtype="float32")
+    with pytest.raises(ValueError, match="Gemma3ForConditionalGeneration"): check_vllm_source(hub_layout)
+    save_text_model(tmp_path / "multimodal", tmp_path / "text")
+    model, _ = load_model(tmp_path / "text", device="cpu", dtype="float32")
+    tr = grpo_trainer(model, gtok, [{"prompt": "p"}] * 2, varied, grpo_config(tmp_path / "run", 1, SETTINGS))
+    assert tr.model.name_or_path == str(tmp_path / "text") and check_vllm_source(tr.model) == str(tmp_path / "text")
+    model.name_or_path = "google/gemma-3-4b-it"
+    with pytest.raises(ValueError, match="not a local model folder"): check_vllm_source(model)
