@@ -27,7 +27,7 @@ from .settings import GRPOSettings, PerTask, Profile
 from .artifacts import load_json, save_json
 from .tasks import TaskItem
 from .dialogue import Chat, Conversation, asks, committed, final_answer, is_right, prefix_ends
-from .rewards import task_reward
+from .rewards import task_rewards
 from .models import load_model, save_model
 from .users import SAY
 from .backends import HFBackend, VLLMBackend
@@ -339,8 +339,10 @@ def transcript_reward(items:dict[str, TaskItem], judge="verifier") -> Callable:
     "A TRL reward function: the task reward of each episode's structured transcript (None if unscorable)."
     def task_reward_fn(prompts, completions, item_id, messages, termination=None, log_metric=None, **kw) -> list:
         termination = termination or [""] * len(item_id)
-        R = [task_reward(items[i], m, judge, termination=e).value if any(x["role"] == "assistant" for x in m) else None   # policy never spoke
-             for i, m, e in zip(item_id, messages, termination)]
+        spoke = [k for k, m in enumerate(messages) if any(x["role"] == "assistant" for x in m)]         # the policy never spoke: None
+        scores = task_rewards([items[item_id[k]] for k in spoke], [messages[k] for k in spoke], judge, terminations=[termination[k] for k in spoke])
+        R = [None] * len(item_id)
+        for k, s in zip(spoke, scores): R[k] = s.value                     # the batch's judge calls go out together (judge_concurrency)
         if log_metric is not None:
             for k, v in episode_metrics(items, R, item_id, messages, termination=termination, **kw).items():
                 if not math.isnan(v): log_metric(k, float(v))
@@ -364,7 +366,7 @@ def single_turn_reward(items:dict[str, TaskItem], judge="verifier", end_ids:set|
         msgs = [[c[-1]] if isinstance(c, list) else [{"role": "assistant", "content": c}] for c in completions]
         if policy_format == "json": msgs = [[{**m[0], "content": parse_policy(m[0]["content"]).message}] for m in msgs]
         cut = [bool(end_ids) and ids is not None and (not ids or ids[-1] not in end_ids) for ids in (completion_ids or [None] * len(msgs))]
-        R = [task_reward(items[i], m, judge, termination="policy_truncated" if c else "").value for i, m, c in zip(item_id, msgs, cut)]
+        R = [s.value for s in task_rewards([items[i] for i in item_id], msgs, judge, terminations=["policy_truncated" if c else "" for c in cut])]
         if log_metric is not None:
             log_metric("termination/policy_truncated", _mean(cut))
             log_metric("episode/turns", 1.0)
