@@ -35,6 +35,7 @@ from .models import turn_end_ids
 from .rollout import rollout
 from .prompts import parse_policy, policy_turns
 from .training import log_to, rank_device, report_args, run_trainer, save_trained
+from .training import fp32_masters, precision_args
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -413,7 +414,7 @@ def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:i
                       warmup_steps=0, adam_beta1=s.adam_beta1, adam_beta2=s.adam_beta2, weight_decay=0.0, max_grad_norm=1.0,
                       epsilon=s.eps_low, epsilon_high=s.eps_high, beta=s.kl_beta, loss_type="dapo", scale_rewards="group",
                       temperature=s.train_temperature, top_p=1.0, max_completion_length=s.max_new_tokens, shuffle_dataset=False,
-                      bf16=cuda and s.dtype != "float32", use_cpu=not cuda, gradient_checkpointing=cuda, seed=s.seed, data_seed=s.seed,
+                      **precision_args("cuda" if cuda else "cpu", s.dtype), seed=s.seed, data_seed=s.seed,   # autocast at `dtype`; the weights train in float32
                       logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
                       dataloader_num_workers=0, **{"report_to": "none", **kw})
 
@@ -474,6 +475,7 @@ def grpo_trainer(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_f
     "TRL's `GRPOTrainer` for `model` on `rows` (`chunk`: `use_length_chunks`; with vLLM: `check_vllm_source` first, then `log_vllm_is`)."
     from datasets import Dataset
     from trl import GRPOTrainer
+    fp32_masters(model, whole=int(os.environ.get("WORLD_SIZE", "1")) > 1)   # its weights train in float32; over several GPUs FSDP shards one dtype
     if cfg.use_vllm: check_vllm_source(model)
     tr = GRPOTrainer(model=model, processing_class=tok, reward_funcs=reward_fn, args=cfg, train_dataset=Dataset.from_list(rows),
                      rollout_func=rollout_func, callbacks=callbacks)

@@ -145,7 +145,8 @@ class SimulatorKeys(Checked):
     min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question with a withheld fact at least this fraction as often as the real user, on every task (unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
     sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
     sft_batch_size: int = _key("Phase I SFT batch size: conversations per optimizer step over all `processes` (the paper gives none)", lo=1, hi=65_536)
-    sft_lora: bool = _key("train the simulator with a LoRA adapter instead of full fine-tuning")
+    sft_lora: bool = _key("train the simulator with a LoRA adapter (fp32, on the frozen base in `dtype`) instead of full fine-tuning (fp32 master weights, "
+                          "sharded by FSDP over the GPUs: a 7.6 B model's masters and Adam states need ≈ 122 GB)")
     sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one per task); the other tasks share one simulator "
                                    "trained on every task's traces; none: all share one", ("math-chat", "docedit-chat", "none"))
 
@@ -159,8 +160,11 @@ class DialKeys(Checked):
     dial_sessions: int = _key("simulated (and as many real) sessions per DIAL iteration", lo=2, hi=MANY)
     disc_epochs: int = _key("epochs of each DIAL discriminator", lo=1, hi=1000)
     disc_lr: float = _key("learning rate of each DIAL discriminator", gt=0, hi=1)
+    disc_lora: bool = _key("train each DIAL discriminator as a LoRA adapter (fp32) and a new head on the frozen simulator in `dtype`, "
+                           "instead of fully (fp32 master weights, sharded by FSDP over the GPUs)")
     min_disc_control: float = _key("07 stops unless a discriminator tells the real user from the naive simulator (a simulator known to differ) with at least this held-out accuracy on every task, so that DIAL has a signal to work with (negative: report only)", lo=-1, hi=1)
-    dial_dpo_lr: float = _key("learning rate of each DIAL DPO refinement", gt=0, hi=1)
+    dial_dpo_lr: float = _key("learning rate of each DIAL DPO refinement (DIAL's DPO trains LoRA adapters; its rate is not in the text we follow, "
+                              "so `[paper]` takes CollabLLM's released LoRA DPO rate, 5e-6)", gt=0, hi=1)
     dial_dpo_epochs: int = _key("epochs over its preference pairs of each DIAL DPO refinement", lo=1, hi=1000)
     dial_dpo_beta: float = _key("DPO β of each DIAL DPO refinement (0 would make the DPO loss constant)", gt=0)
     min_dial_gain: float = _key("each DIAL DPO refinement must raise, on held-out items, the final log-odds of real that the discriminator which made its pairs gives "
@@ -174,12 +178,15 @@ class DialKeys(Checked):
                                       "(the lower end of its 95 % interval over discriminator seeds), so that DIAL has something to remove (negative: report only)", lo=-1, hi=1)
     dial_disc_seeds: int = _key("fresh discriminators trained on each DIAL simulator version, one per seed: DIAL's outcomes carry intervals over them", lo=1, hi=100)
     disc_sees_goal: bool = _key("DIAL's discriminator reads the simulator's goal context (what the user holds, the reference answer) before the session, as the simulator does")
-    collabllm_dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO (its SFT on the chosen replies runs at a multiple of it)", gt=0, hi=1)
+    collabllm_dpo_lr: float = _key("learning rate of 09a's CollabLLM DPO (its SFT on the chosen replies runs at a multiple of it; "
+                                   "CollabLLM's release: 5e-6 with LoRA)", gt=0, hi=1)
     collabllm_dpo_beta: float = _key("DPO β of 09a's CollabLLM DPO (0 would make the DPO loss constant)", gt=0)
     min_pairs: int = _key("fewest preference pairs 09a's CollabLLM DPO may train on; fewer stops the run (0: none is allowed, and "
                           "the CollabLLM policy is then the base policy — for stand-in models whose candidates all score alike)", lo=0, hi=MANY)
     min_pair_win: float = _key("09a stops unless, on held-out contexts continued to the end with the real user, the chosen reply of a CollabLLM pair "
                                "returns more than the rejected one in at least this share of the pairs that differ (0: report only)", lo=0, hi=1)
+    dpo_lora: bool = _key("train DIAL's and CollabLLM's DPO as a LoRA adapter (fp32) on the frozen model in `dtype`, the reference being that "
+                          "model with the adapter off (as both releases do), instead of fully (fp32 master weights, sharded by FSDP over the GPUs)")
     phase2_simulator: str = _key("simulator Phase II trains against", ("sft", "dial"))
 
 # %% ../nbs/00_core.ipynb #f3c0e7c3
