@@ -8,9 +8,9 @@ the tiny base policy and the Phase I simulator, and offline DPO against a frozen
 # %% auto #0
 __all__ = ['ACCELERATE_FSDP', 'SFT_SETUPS', 'SFT_SPEEDUPS', 'run_trainer', 'precision_args', 'fp32_masters', 'step_reach',
            'report_args', 'log_to', 'write_accelerate_config', 'wants_cuda', 'n_processes', 'free_port',
-           'launch_command', 'launched', 'launch_config', 'trainer_kw', 'save_trained', 'load_trained', 'rank_device',
-           'sft_train', 'merged', 'dpo_train', 'preference_pair', 'sft_heldout_loss', 'sft_setup_names',
-           'bench_sft_step']
+           'launch_command', 'launched', 'expected_distribution', 'check_distribution', 'launch_config', 'trainer_kw',
+           'save_trained', 'load_trained', 'rank_device', 'sft_train', 'merged', 'dpo_train', 'preference_pair',
+           'sft_heldout_loss', 'sft_setup_names', 'bench_sft_step']
 
 # %% ../nbs/04b_training.ipynb #b0fcdcd9
 import tempfile
@@ -43,6 +43,7 @@ def _time_calls(obj, name:str, phase:str) -> Callable:
 
 def run_trainer(tr, threads:int=0, **kw):
     "`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), timed as `forward`, `backward`, the rest of each step (`training_step`) and the rest (`trainer`)."
+    check_distribution(tr)                                   # a launched trainer runs what its launch asked for, or stops
     timer = _step_timer()
     tr.add_callback(timer)
     undo = [_time_calls(tr, "compute_loss", "forward"), _time_calls(tr.accelerator, "backward", "backward")]
@@ -111,14 +112,14 @@ mixed_precision: bf16
 num_machines: 1
 num_processes: 8
 fsdp_config:
+  fsdp_version: 2
   fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
-  fsdp_sharding_strategy: FULL_SHARD
+  fsdp_reshard_after_forward: true
   fsdp_state_dict_type: FULL_STATE_DICT
   fsdp_offload_params: false
-  fsdp_use_orig_params: true
   fsdp_cpu_ram_efficient_loading: true
-  fsdp_sync_module_states: true
-"""   # FULL_STATE_DICT: the main process can write the trained model as one safetensors checkpoint
+  fsdp_activation_checkpointing: false
+"""   # FSDP2, in TRL's own form; FULL_STATE_DICT: the main process writes the trained model as one safetensors checkpoint
 
 def write_accelerate_config(path:str|Path="accelerate_fsdp.yaml", num_processes:int=8) -> Path:
     "Write the accelerate FSDP config used on GPUs (`accelerate launch --config_file PATH …`)."
@@ -166,13 +167,30 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
         job_file.write_bytes(cloudpickle.dumps((fn, job)))
         cmd = launch_command(processes, config) + [str(job_file), str(result_file)]
         with open(out_file, "ab") as out, timed("workers"):
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1"},
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1", "CALIRL_DISTRIBUTED": expected_distribution(config)},
                                 preexec_fn=die_with_parent).returncode   # a killed caller takes its trainers with it
         if rc != 0 or not result_file.is_file():
             errors = sorted(Path(d).glob("result.pkl.error.*"))
             why = errors[0].read_text() if errors else "".join(out_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
             raise RuntimeError(f"{getattr(fn, '__name__', fn)} in {processes} processes failed (exit {rc}{f'; output in {log}' if log else ''}):\n{why}")
         return cloudpickle.loads(result_file.read_bytes())
+
+# %% ../nbs/04b_training.ipynb #6bf3769d
+def expected_distribution(config:str|Path|None) -> str:
+    "What a launch with accelerate `config` must give its trainers: the config's `distributed_type` (e.g. `FSDP`), or `MULTI` without one."
+    if not config: return "MULTI"
+    import yaml
+    return str((yaml.safe_load(Path(config).read_text()) or {}).get("distributed_type", "NO")).upper()
+
+def check_distribution(tr) -> None:
+    "In a launched process: raise unless trainer `tr`'s accelerator runs the distribution and process count its launch asked for."
+    import os
+    want, n = os.environ.get("CALIRL_DISTRIBUTED"), int(os.environ.get("WORLD_SIZE", "1"))
+    if not want or os.environ.get("CALIRL_LAUNCHED") != "1": return
+    got, procs = tr.accelerator.distributed_type.name, tr.accelerator.num_processes
+    if (got.startswith("MULTI") if want == "MULTI" else got == want) and procs == n: return
+    raise RuntimeError(f"the launch asked accelerate for {want} over {n} processes and the trainer runs {got} over {procs}: accelerate fell back "
+                       f"without saying so (FSDP needs CUDA GPUs; on the CPU leave `accelerate_config` empty for plain data parallelism)")
 
 # %% ../nbs/04b_training.ipynb #f8c9e942
 def _launched_main(job_file:str, result_file:str) -> None:
