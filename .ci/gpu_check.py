@@ -1,6 +1,10 @@
 """The prepared GPU check: run it on a CUDA machine with vLLM installed (`pip install -e ".[vllm,dev]"`), from the
 repository root: `python .ci/gpu_check.py`. It needs no network and takes a few minutes. It runs
 
+0. (`--parts single`, first and under ten minutes) one SFT step of a bf16-loaded 100 M model at lr 1e-5: the share of
+   its weights that moved (fp32 masters: all of them) and the peak memory; two vLLM evaluation engines built and closed
+   one after the other in one process, with the GPU memory after each; the precision tests on the GPU; two colocated
+   vLLM GRPO steps on the text-only folder of a tiny multimodal Gemma-3 checkpoint, written as `04c` writes it,
 1. the vLLM backend test (log-probabilities of vLLM's samples against a forward pass of the same weights),
 2. the colocated-vLLM GRPO test (two GRPO steps whose multi-turn rollouts go through TRL's colocated engine),
    and `tests/test_cuda.py` (GRPO on `generate`, SFT, DPO and DIAL's discriminator in bf16 on the GPU, no vLLM),
@@ -91,6 +95,61 @@ def rollout_throughput(n:int=256, new:int=64) -> None:
               f"(peak GPU memory {mem.peak} MiB; vLLM reserves gpu_memory_utilization of the card)", flush=True)
 
 
+def gpu_used_mib() -> int:
+    "Memory in use on the GPU now, as nvidia-smi reports it (MiB; 0 without nvidia-smi)."
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=5)
+        return max(int(x) for x in r.stdout.split())
+    except (OSError, ValueError, subprocess.SubprocessError): return 0
+
+
+def fp32_masters_at_width(hidden:int=1024, layers:int=8) -> None:
+    "One SFT step at lr 1e-5 of a bf16-loaded Qwen2 of a realistic width: the share of weights it moved, their dtype, the peak memory."
+    import torch
+    from calirl.dialogue import converse
+    from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer
+    from calirl.tasks import tiny_items
+    from calirl.training import sft_train, step_reach
+    from calirl.users import ScriptedAssistant, scripted_human, world_corpus
+    items = tiny_items("math-chat", "train", 16, 0)
+    tok = train_tokenizer(world_corpus(items, 0, turns=2), 1024)
+    model, tok = build_tiny_model(tok, "qwen2", hidden, layers, role="policy", seed=0)
+    chats = [c.messages for c in converse(scripted_human(), ScriptedAssistant(0.35, 0.1), items, 3, 0)]
+    with tempfile.TemporaryDirectory() as d:
+        path = save_model(model, tok, Path(d) / "m")
+        model, tok = load_model(path, device="cuda", dtype="bfloat16")
+        torch.cuda.reset_peak_memory_stats()
+        reach, t0 = step_reach(), time.time()
+        sft_train(model, tok, chats[:8], Path(d) / "out", epochs=1, lr=1e-5, batch_size=8, max_length=512, seed=0, callbacks=[reach])
+    params = sum(p.numel() for p in model.parameters())
+    OUT["fp32_masters"] = dict(hidden=hidden, layers=layers, params=params, moved=round(reach.share, 4), trained_dtypes=reach.dtypes,
+                               seconds=round(time.time() - t0, 1), peak_torch_mib=round(torch.cuda.max_memory_allocated() / 2**20))
+    print(f"== fp32 masters: one SFT step at lr 1e-5 of a {params / 1e6:.0f} M bf16-loaded model moved {reach.share:.1%} of the weights "
+          f"with a gradient (trained in {reach.dtypes}); peak {OUT['fp32_masters']['peak_torch_mib']} MiB", flush=True)
+
+
+def two_engines() -> None:
+    "Two evaluation engines in one process, one after the other, each closed (`Backend.close`): what the GPU holds after each."
+    from calirl.backends import VLLMBackend
+    from calirl.models import build_tiny_model, save_model, train_tokenizer
+    from calirl.tasks import tiny_items
+    from calirl.users import world_corpus
+    items = tiny_items("math-chat", "train", 16, 0)
+    tok = train_tokenizer(world_corpus(items, 0, turns=2), 1024)
+    used = {"before": gpu_used_mib()}
+    with tempfile.TemporaryDirectory() as d:
+        for k in range(2):
+            model, tok = build_tiny_model(tok, "qwen2", 128, 2, role="policy", seed=k)
+            path = save_model(model, tok, Path(d) / f"policy{k}")
+            vb = VLLMBackend(str(path), gpu_memory_utilization=0.4, max_model_len=512)
+            vb.generate([tok.apply_chat_template([{"role": "user", "content": items[0].x}], add_generation_prompt=True, return_dict=False)], 8)
+            used[f"engine{k}"] = gpu_used_mib()
+            vb.close()
+            used[f"closed{k}"] = gpu_used_mib()
+    OUT["two_engines"] = used
+    print(f"== two evaluation engines in one process, GPU memory in use (MiB): {used}", flush=True)
+
+
 def commit() -> str:
     "The commit this check runs from (marked when the code differs from it); '' outside a git checkout."
     from calirl.report import git_commit
@@ -142,7 +201,7 @@ def paper_mini(backend:str, timeout:float=540, logs:Path|None=None) -> None:
     print("\n".join("   " + l for l in tail), flush=True)
 
 
-PARTS = ("tests", "rollout", "paper-mini-hf", "paper-mini-vllm")
+PARTS = ("single", "tests", "rollout", "paper-mini-hf", "paper-mini-vllm")   # single: the short single-GPU part (≤ 10 minutes)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="The prepared GPU check (see the module's docstring).")
@@ -159,6 +218,18 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to check here")
         return 1
+    if "single" in a.parts:
+        for name, part in (("fp32_masters", fp32_masters_at_width), ("two_engines", two_engines)):
+            if name == "two_engines" and importlib.util.find_spec("vllm") is None:
+                OUT[name] = "skipped: vllm is not installed"
+                print(f"== {name}: skipped (vllm is not installed)")
+                continue
+            try: part()
+            except Exception as e:              # report and go on
+                OUT[name] = dict(rc=1, error=f"{type(e).__name__}: {e}")
+                print(f"== {name} failed: {type(e).__name__}: {e}", flush=True)
+        pytest_part("precision_tests", "tests/test_precision.py")
+        pytest_part("vllm_text_folder_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo_on_the_text_folder_of_a_multimodal_checkpoint")
     if "tests" in a.parts:
         pytest_part("vllm_backend_test", "tests/test_backends.py::test_vllm_backend_logprobs")
         pytest_part("vllm_colocate_grpo_test", "tests/test_grpo.py::test_vllm_colocate_grpo")

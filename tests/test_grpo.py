@@ -299,3 +299,32 @@ def test_the_trainer_hands_vllm_the_folder_it_trains(tiny, tmp_path):
     assert tr.model.name_or_path == str(tmp_path / "text") and check_vllm_source(tr.model) == str(tmp_path / "text")
     model.name_or_path = "google/gemma-3-4b-it"
     with pytest.raises(ValueError, match="not a local model folder"): check_vllm_source(model)
+
+
+def test_vllm_colocate_grpo_on_the_text_folder_of_a_multimodal_checkpoint(tmp_path):
+    """The paper's policy path on a GPU: a tiny `Gemma3ForConditionalGeneration` saved as the hub has it, written as the
+    text-only folder 04c writes (`save_text_model`), trained for two GRPO steps whose rollouts go through TRL's colocated
+    vLLM engine, built from that folder and updated from the trainer's weights each step. Needs a CUDA GPU and vLLM."""
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+        pytest.skip(f"SKIPPED vLLM GRPO on a multimodal checkpoint's text folder: needs vLLM and a CUDA GPU (vllm importable="
+                    f"{importlib.util.find_spec('vllm') is not None}, cuda={torch.cuda.is_available()})")
+    from calirl.base_policy import save_text_model
+    from calirl.grpo import check_vllm_source, grpo_config, interactive_rollout_func, interleave, step_log, train_grpo, transcript_reward
+    from calirl.models import load_model, tiny_multimodal, train_tokenizer, with_hub_template
+    from calirl.tasks import tiny_items
+    from calirl.users import artifact_simulator, world_corpus
+    items = {it.item_id: it for it in tiny_items("math-chat", "train", 8, 0)}
+    gtok = with_hub_template(train_tokenizer(world_corpus(list(items.values())[:6], 0, turns=2), 400), "gemma3")
+    tiny_multimodal(gtok, 64, 2, 0).save_pretrained(tmp_path / "multimodal")
+    gtok.save_pretrained(tmp_path / "multimodal")
+    save_text_model(tmp_path / "multimodal", tmp_path / "text")
+    model, tok = load_model(tmp_path / "text", device="cuda", dtype="bfloat16")
+    assert check_vllm_source(model) == str(tmp_path / "text")
+    gpu = SETTINGS.changed(device="cuda", dtype="bfloat16", rollout_backend="vllm")
+    cfg = grpo_config(tmp_path / "run", 2, gpu, vllm_gpu_memory_utilization=0.15, max_len=PerTask("max_len", 256, 512))
+    rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
+    tr = train_grpo(model, tok, rows, transcript_reward(items), cfg,
+                    rollout_func=interactive_rollout_func(artifact_simulator(), items, tok, 2, gpu, PerTask("max_len", 256, 256)))
+    assert tr.state.global_step == 2 and len(step_log(tr)) == 2
+    print(f"multimodal checkpoint's text folder on vLLM: rewards {[h['reward'] for h in step_log(tr)]}")
