@@ -6,7 +6,7 @@ import pytest
 from conftest import ROOT, calirl
 from calirl.tasks import tiny_items, write_collabllm_fixture
 
-CPU = ("-p", "device=cpu", "-p", "offline=true")          # [paper]'s settings, on this CPU, without the hub
+CPU = ("-p", "device=cpu", "-p", "offline=true", "-p", "rollout_backend=hf")   # [paper]'s settings, on this CPU, without the hub or vLLM
 
 def _refusals(r) -> dict[str, str]:
     "The preflight's failures in a dry run's stderr: key -> line."
