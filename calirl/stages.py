@@ -77,7 +77,8 @@ KIT_STAGES = [   # the kit itself: settings, runner, command line, docs, runtime
     Stage("00g_preflight", "", "calirl.preflight",
           summary="what a run would fail on, found before it starts (`preflight`): conversations per task against what the "
                   "profile asks, hub access to every model and dataset, the models the oracle/judge endpoint serves, GPUs, "
-                  "processes and batches; what a GPU run costs (`gpu_hours`, `wall_clock_days`)"),
+                  "processes and batches, the logits of a GRPO pass, the paper path's version set; what a GPU run costs "
+                  "(`gpu_hours`, `wall_clock_days`)"),
 ]
 
 # %% ../nbs/00f_stages.ipynb #0cd5ba84
