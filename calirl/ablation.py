@@ -45,7 +45,8 @@ def artifact_knobs(name:str, strength:float, base:UserKnobs=HUMAN) -> UserKnobs:
     "The real user's knobs `base` with artifact `name`'s knob at k(s) = (1 − s) k₀ + s k₁."
     if name not in USER_ARTIFACTS: raise ValueError(f"unknown artifact {name!r}; valid: {', '.join(USER_ARTIFACTS)}")
     if not isinstance(strength, (int, float)) or not 0 <= strength <= 1:
-        raise ValueError(f"artifact strength must be a number in [0, 1] (0 = the real user, 1 = the maximum), got {strength!r}")
+        raise ValueError(f"artifact strength must be a number in [0, 1] (0 = the real user, 1 = the maximum), got "
+                         f"{strength!r}")
     knob, k1, fixed = USER_ARTIFACTS[name]
     k0 = getattr(base, knob)
     return replace(base, **{knob: (1 - strength) * k0 + strength * k1}, **(fixed if strength > 0 else {}))
@@ -120,7 +121,8 @@ def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_CO
 SIMULATORS = ("real", *USER_ARTIFACTS, "mix", "sft", "dial")
 
 def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|None=None, seed:int=0) -> dict:
-    "The spec (`calirl.components`) of a training simulator: the real user, one artifact at `strength`, the naive mix, or an LM simulator."
+    ("The spec (`calirl.components`) of a training simulator: the real user, one artifact at `strength`, the naive "
+     "mix, or an LM simulator.")
     if simulator == "real": return user_spec("evaluation", keys)
     if simulator == "mix": return user_spec("naive", keys)
     if simulator in USER_ARTIFACTS:
@@ -173,7 +175,8 @@ def _probes(items:dict, trajs:list, scores:pd.Series) -> dict:
 
 # %% ../nbs/13_ablation.ipynb #ca5d281d
 def _train_cell(spec:CellSpec, train:dict[str, TaskItem], out_dir:Path) -> tuple:
-    "GRPO of the base policy against the cell's simulator on its `train` items, checkpoints in `out_dir` (resumable): the trainer, the tokenizer and its step log."
+    ("GRPO of the base policy against the cell's simulator on its `train` items, checkpoints in `out_dir` (resumable): "
+     "the trainer, the tokenizer and its step log.")
     from calirl.grpo import grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
     from calirl.models import load_model
     g = spec.grpo
@@ -186,7 +189,8 @@ def _train_cell(spec:CellSpec, train:dict[str, TaskItem], out_dir:Path) -> tuple
 
 # %% ../nbs/13_ablation.ipynb #aa5d15d8
 def _evaluate_cell(spec:CellSpec, model, tok, held:list[TaskItem], log:list[dict]) -> dict:
-    "The cell's trained policy evaluated against the real user and against its simulator on the `held` items, with what its training `log` ends on: the cell's result, times aside."
+    ("The cell's trained policy evaluated against the real user and against its simulator on the `held` items, with "
+     "what its training `log` ends on: the cell's result, times aside.")
     from calirl.backends import HFBackend
     from calirl.evaluate import evaluate_policy
     g, s = spec.grpo, spec.seed
@@ -209,7 +213,8 @@ def _evaluate_cell(spec:CellSpec, model, tok, held:list[TaskItem], log:list[dict
 def run_cell(spec:CellSpec) -> dict:
     "Train one ablation cell from the base policy (resumable), evaluate it against the real user and its simulator."
     if spec.user is None or spec.real_user is None:
-        raise ValueError(f"ablation cell {cell_name(spec)} has no `user` or `real_user` spec; build both with `ablation_user` / `user_spec`")
+        raise ValueError(f"ablation cell {cell_name(spec)} has no `user` or `real_user` spec; build both with "
+                         f"`ablation_user` / `user_spec`")
     import torch
     from calirl.grpo import fingerprint, weights_digest
     torch.set_num_threads(1)
@@ -310,7 +315,8 @@ def plot_gap(df:pd.DataFrame, fit:dict, R_max:float=1.0):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.errorbar(agg.x, agg.y, yerr=agg.sd.fillna(0), fmt="o", capsize=3, label=r"measured $|J_{\rm sim}(\pi)-J_{\rm real}(\pi)|$")
     ax.scatter(agg.x, agg.yt, facecolors="none", edgecolors="C1", label="training-time return gap")
-    ax.scatter(agg.x, agg.b, marker="x", color="C3", label=r"Theorem 3.2: $\frac{R_{\max}}{2}\sum_t (H-1-t)\hat\delta_t$")
+    ax.scatter(agg.x, agg.b, marker="x", color="C3", label=r"Theorem 3.2: $\frac{R_{\max}}{2}\sum_t "
+                                                           r"(H-1-t)\hat\delta_t$")
     for r in agg.itertuples():
         ax.annotate(r.simulator + ("" if r.reward_path == "judge" else "/verdict") + ("" if pd.isna(r.strength) or r.simulator == "real" else f"@{r.strength:g}"),
                     (r.x, r.y), fontsize=6, xytext=(3, 3), textcoords="offset points")

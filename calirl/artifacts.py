@@ -97,7 +97,8 @@ def write_source(path:str|Path, name:str) -> Path:
     return Path(path)
 
 def folder_source(p:str|Path) -> str:
-    "A `load_model` argument for model folder `p`: the folder, or the hub id its SOURCE file names when it holds no model."
+    ("A `load_model` argument for model folder `p`: the folder, or the hub id its SOURCE file names when it holds no "
+     "model.")
     p = Path(p)
     return (p / "SOURCE").read_text().strip() if (p / "SOURCE").is_file() and not (p / "config.json").exists() else str(p)
 
@@ -107,12 +108,14 @@ def model_source(run_dir:str|Path, name:str) -> str:
 
 # %% ../nbs/00e_artifacts.ipynb #5e81c405
 def upstream_dir(run_dir:str|Path, upstream_run:str="") -> Path:
-    "The folder upstream artifacts are read from: `runs/<upstream_run>` beside `run_dir`, or `run_dir` itself when empty."
+    ("The folder upstream artifacts are read from: `runs/<upstream_run>` beside `run_dir`, or `run_dir` itself when "
+     "empty.")
     upstream_run = typed_value("upstream_run", upstream_run, "upstream run")
     return Path(run_dir).parent / upstream_run if upstream_run else Path(run_dir)
 
 def phase2_simulator_path(run_dir:str|Path, which:str="sft") -> str:
-    "What `load_model` takes for the simulator Phase II trains against: Phase I SFT, or the DIAL iteration 07 chose (`dial_simulators/CHOSEN`; without one, the last)."
+    ("What `load_model` takes for the simulator Phase II trains against: Phase I SFT, or the DIAL iteration 07 chose "
+     "(`dial_simulators/CHOSEN`; without one, the last).")
     if which == "sft": return model_source(run_dir, "simulator_sft")
     if which != "dial": raise ValueError(f"phase2_simulator must be 'sft' or 'dial', got {which!r}")
     its = sorted((p for p in require_artifact(run_dir, "dial_simulators").glob("it*") if p.name[2:].isdigit()), key=lambda p: int(p.name[2:]))

@@ -18,7 +18,8 @@ from .users import ScriptedAssistant, scripted_human
 
 # %% ../nbs/04c_base_policy.ipynb #3f55fd13
 def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0, keep_asking:bool=False) -> list[list[dict]]:
-    "Chats (TRL `messages` format) of a scripted assistant with the scripted human on `n[task]` items of the `demo` split per task."
+    ("Chats (TRL `messages` format) of a scripted assistant with the scripted human on `n[task]` items of the `demo` "
+     "split per task.")
     out = []
     for task, k in n.items():
         ds = converse(scripted_human(), ScriptedAssistant(ask_rate, slip, keep_asking=keep_asking), tiny_items(task, "demo", k, seed), H, seed)
@@ -58,7 +59,9 @@ def recall_accuracy(model, tok, words:list[str], filler:list[str], n:int=200, se
 
 def pretrain_recall(model, tok, words:list[str], filler:list[str], steps:int, lr:float=1e-3, batch_size:int=32,
                     max_length:int=192, seed:int=0, threads:int=0) -> list[float]:
-    "Train `model` with next-token loss on `steps` batches of recall texts (AdamW, 100 warm-up steps, linear decay) on `threads` BLAS threads; the losses (timed as `forward`, `backward` and the rest of each step, `training_step`)."
+    ("Train `model` with next-token loss on `steps` batches of recall texts (AdamW, 100 warm-up steps, linear decay) "
+     "on `threads` BLAS threads; the losses (timed as `forward`, `backward` and the rest of each step, "
+     "`training_step`).")
     import torch
     from calirl.runtime import blas_threads, timed
     rng = random.Random(seed)
@@ -83,7 +86,8 @@ def pretrain_recall(model, tok, words:list[str], filler:list[str], steps:int, lr
 
 # %% ../nbs/04c_base_policy.ipynb #c4a70002
 def save_text_model(name_or_path:str|Path, path:str|Path) -> Path:
-    "Save the text model of checkpoint `name_or_path` (a multimodal one without its vision tower), in its own dtype, and its tokenizer as the folder `path`."
+    ("Save the text model of checkpoint `name_or_path` (a multimodal one without its vision tower), in its own dtype, "
+     "and its tokenizer as the folder `path`.")
     from calirl.models import causal_lm, load_tokenizer, save_model
     model = causal_lm(str(name_or_path), dtype="auto", use_safetensors=True)    # transformers' "auto": the checkpoint's dtype
     return save_model(model.eval(), load_tokenizer(name_or_path), path)
@@ -131,7 +135,8 @@ def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temper
                 informed_right=float(np.mean(informed_right(items, asker))))
 
 def informed_right(items:list[TaskItem], convs:list) -> np.ndarray:
-    "Whether the first answer in each of the `PerfectAsker`'s conversations — given after the user has told everything — is right."
+    ("Whether the first answer in each of the `PerfectAsker`'s conversations — given after the user has told "
+     "everything — is right.")
     by = {it.item_id: it for it in items}
     first = [next((a for m in c.messages if m["role"] == "assistant" and (a := committed(by[c.item_id], m["content"])) is not None), None) for c in convs]
     return np.array([is_right(by[c.item_id], a) for c, a in zip(convs, first)])
@@ -143,7 +148,8 @@ def _asks_first(items:list[TaskItem], convs:list) -> np.ndarray:
 
 # %% ../nbs/04c_base_policy.ipynb #ea5c91c7
 def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
-    "First-turn ask rate, and mean reward and group-normalised advantage of episodes that open with a question vs the rest."
+    ("First-turn ask rate, and mean reward and group-normalised advantage of episodes that open with a question vs the "
+     "rest.")
     from calirl.backends import HFBackend
     from calirl.rollout import PolicySpeaker, Sampling
     convs = converse(scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len)), items, H, seed, G)
@@ -171,7 +177,9 @@ def world_problems(checks:dict[str, dict], min_headroom:float) -> list[str]:
     out = []
     for task, c in checks.items():
         if not c["headroom"] >= min_headroom:
-            out.append(f"{task}: perfect asker {c['perfect_asker']:.3f} − base {c['base']:.3f} = {c['headroom']:+.3f} < min_headroom {min_headroom}")
+            out.append(f"{task}: perfect asker {c['perfect_asker']:.3f} − base {c['base']:.3f} = {c['headroom']:+.3f} "
+                       f"< min_headroom {min_headroom}")
         if not c["A_ask"] > 0:
-            out.append(f"{task}: episodes that open with a question get mean advantage {c['A_ask']:+.3f} (reward {c['R_ask']:.3f} vs {c['R_other']:.3f}): GRPO would unlearn asking")
+            out.append(f"{task}: episodes that open with a question get mean advantage {c['A_ask']:+.3f} (reward "
+                       f"{c['R_ask']:.3f} vs {c['R_other']:.3f}): GRPO would unlearn asking")
     return out

@@ -45,7 +45,8 @@ def token_penalty(n_tokens:int, lam:float) -> float:
 
 # %% ../nbs/09a_collabllm.ipynb #d0f4d989
 def user_state(item:TaskItem, messages:Chat, acts:list[list[str]], seed_key:str="0") -> dict:
-    "A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts (an item without a tiny-world goal: seed and turn count only)."
+    ("A scripted user's memory at the end of a logged prefix, rebuilt from the transcript and the user acts (an item "
+     "without a tiny-world goal: seed and turn count only).")
     opening, g = messages[0]["content"], item.goal
     turns = sum(m["role"] == "assistant" for m in messages)
     if not g: return {"seed": seed_key, "assistant_turns": turns}          # a model user (world = collabllm) keeps no scripted memory
@@ -58,12 +59,14 @@ def user_state(item:TaskItem, messages:Chat, acts:list[list[str]], seed_key:str=
 
 # %% ../nbs/09a_collabllm.ipynb #21caa0de
 def withheld(item:TaskItem, messages:Chat, acts:list[list[str]]) -> list[str]:
-    "The facts the scripted user still withholds at the end of `messages` (its acts `acts`): hidden and not yet revealed."
+    ("The facts the scripted user still withholds at the end of `messages` (its acts `acts`): hidden and not yet "
+     "revealed.")
     st = user_state(item, messages, acts)
     return [f for f in st["hidden"] if f not in st["revealed"]]
 
 def interactivity(item:TaskItem, messages:Chat, acts:list[list[str]], start:int) -> float:
-    "I(t): the mean engagement score of the assistant turns from message `start` on — 1 for asking while a fact is withheld or answering once none is, else 0."
+    ("I(t): the mean engagement score of the assistant turns from message `start` on — 1 for asking while a fact is "
+     "withheld or answering once none is, else 0.")
     q = []
     for k in range(start, len(messages)):
         if messages[k]["role"] != "assistant": continue
@@ -76,7 +79,8 @@ def interactivity(item:TaskItem, messages:Chat, acts:list[list[str]], start:int)
 # %% ../nbs/09a_collabllm.ipynb #c330eba7
 def conversation_reward(item:TaskItem, messages:list, acts:list[list[str]], start:int, n_tokens:int,
                         w:MRWeights|None=None, judge="verifier", interact:Score|None=None) -> dict:
-    "R* of one continued conversation (user acts `acts`, scored response at `start`): task score − token cost + λ_int · I (`interact` when judged, else the rule)."
+    ("R* of one continued conversation (user acts `acts`, scored response at `start`): task score − token cost + λ_int "
+     "· I (`interact` when judged, else the rule).")
     w = w or MR_WEIGHTS[item.task]
     s = task_reward(item, messages, judge)
     if interact is None and w.interact > 0 and not item.goal:
@@ -89,7 +93,8 @@ def conversation_reward(item:TaskItem, messages:list, acts:list[list[str]], star
 # %% ../nbs/09a_collabllm.ipynb #a581e413
 def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[Chat], states:list[dict], windows:list[int],
                    max_new_tokens:int, temperature:float, seed:int, max_len:int|None, policy_prompt:str) -> tuple[list, list]:
-    "Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn (the policy prompted as `policy_prompt` says)."
+    ("Continue each chat (ending with an assistant turn) for up to `windows[i]` rounds of user reply + policy turn "
+     "(the policy prompted as `policy_prompt` says).")
     convs = [Conversation(it.item_id, it.task, messages=[dict(m) for m in c]) for it, c in zip(items, chats)]
     speaker = TextPolicy(policy, tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len, **policy_turns(policy_prompt)))
     take_turns(user, speaker, items, convs, states, [2 * w for w in windows])
@@ -99,9 +104,11 @@ def forward_sample(policy, tok, user, items:list[TaskItem], chats:list[Chat], st
 def multiturn_aware_rewards(policy, tok, user, jobs:list[dict], max_new_tokens:int, temperature:float=1.0,
                             window:int=MR_WINDOW, samples:int=MR_SAMPLES, H:int|None=None, seed:int=0,
                             weights:dict|None=None, max_len:int|None=None, *, policy_prompt:str, judge="verifier") -> list[dict]:
-    "MR of each job {item, context, acts, response}: the mean R* over `samples` continuations (to the end, or `window` rounds), scored by `judge`."
+    ("MR of each job {item, context, acts, response}: the mean R* over `samples` continuations (to the end, or "
+     "`window` rounds), scored by `judge`.")
     weights = weights or MR_WEIGHTS
-    if window is None and H is None: raise ValueError("forward sampling to the end of the conversation needs the turn cap H")
+    if window is None and H is None: raise ValueError("forward sampling to the end of the conversation needs the turn "
+                                                      "cap H")
     count = lambda s: len(tok(s, add_special_tokens=False)["input_ids"])
     its, chats, states, wins, owner = [], [], [], [], []
     for j, job in enumerate(jobs):
@@ -145,7 +152,8 @@ PAIR_COLUMNS = ["prompt", "chosen", "rejected", "item_id", "task", "context_id",
 
 def preference_row(tok, item:TaskItem, context:Chat, chosen:str, rejected:str, mr_chosen:float, mr_rejected:float,
                    context_id:int=0, policy_format:str="plain", train_seed:int=0) -> dict:
-    "One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs and turn kinds."
+    ("One TRL preference row (`preference_pair`: a string prompt for ChatML, conversational for Gemma-3) with its MRs "
+     "and turn kinds.")
     return dict(**preference_pair(tok, context, chosen.strip(), rejected.strip()), item_id=item.item_id, task=item.task,
                 context_id=context_id, mr_chosen=float(mr_chosen), mr_rejected=float(mr_rejected),
                 chosen_kind=turn_kind(item, policy_message(chosen, policy_format)), rejected_kind=turn_kind(item, policy_message(rejected, policy_format)),
@@ -156,7 +164,8 @@ def contexts_from_traces(trajs:list, items:dict[str, TaskItem], H:int) -> list[d
     "Every prefix of `trajs` ending with a non-terminal user message after fewer than `H` assistant turns."
     out = []
     for t in trajs:
-        if t.item_id not in items: raise KeyError(f"oracle trace {t.item_id!r} has no item; were the traces made with another seed or world?")
+        if t.item_id not in items: raise KeyError(f"oracle trace {t.item_id!r} has no item; were the traces made with "
+                                                  f"another seed or world?")
         for k in prefix_ends(t.messages, "user", H):
             uk = sum(x["role"] == "user" for x in t.messages[:k + 1])
             out.append(dict(item=items[t.item_id], context=[dict(x) for x in t.messages[:k + 1]], acts=t.user_acts[:uk]))
@@ -173,7 +182,8 @@ def sample_contexts(contexts:list[dict], n:int, tasks:list[str], seed:int=0) -> 
 # %% ../nbs/09a_collabllm.ipynb #bc381652
 def mr_pairs(policy, tok, user, ctxs:list[dict], G:int, max_new_tokens:int, temperature:float, H:int, seed:int,
              max_len:int|None, policy_prompt:str, judge="verifier", samples:int=MR_SAMPLES) -> tuple[pd.DataFrame, pd.DataFrame, list]:
-    "CollabLLM's offline data for contexts `ctxs`: (preference pairs, every candidate with its MR and pick, each context continued by its chosen reply)."
+    ("CollabLLM's offline data for contexts `ctxs`: (preference pairs, every candidate with its MR and pick, each "
+     "context continued by its chosen reply).")
     turns = policy_turns(policy_prompt)
     head = [{"role": "system", "content": turns["system"]}] if turns["system"] else []
     outs = policy.generate([chat_prompt_ids(tok, head + c["context"]) for c in ctxs for _ in range(G)], max_new_tokens, temperature, seed=seed)

@@ -35,7 +35,8 @@ BACKENDS = ("hf", "vllm", "openai", "transformers-serve")
 
 def generation_backend(model:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", base_url:str="",
                        cache:dict|None=None, concurrency:int|None=None) -> Backend:
-    "A backend serving `model` (a `load_model` source, or the endpoint's model id), reused from `cache` when it has it; an endpoint's sends `concurrency` requests at once (None: `OpenAIBackend`'s default)."
+    ("A backend serving `model` (a `load_model` source, or the endpoint's model id), reused from `cache` when it has "
+     "it; an endpoint's sends `concurrency` requests at once (None: `OpenAIBackend`'s default).")
     if backend not in BACKENDS: raise unknown("generation backend", backend, BACKENDS)
     http = backend in ("openai", "transformers-serve")
     key = (str(model), backend, device, dtype, base_url) + ((concurrency,) if http else ())   # an engine is never built twice for it
@@ -70,16 +71,19 @@ def build_artifact_simulator(name:str="artifact-simulator", cache:dict|None=None
 
 # %% ../nbs/05a_components.ipynb #0084022c
 def task_models(source:str|Path) -> dict[str, str] | None:
-    "`{task: model}` when `source` is a folder of one model folder per task (Phase I trains a simulator per task), else None."
+    ("`{task: model}` when `source` is a folder of one model folder per task (Phase I trains a simulator per task), "
+     "else None.")
     p = Path(str(source))
     if not p.is_dir() or (p / "config.json").exists() or (p / "SOURCE").is_file(): return None
     return {t: folder_source(p / t) for t in TASKS if (p / t).is_dir()} or None
 
 def build_lm_simulator(source:str|Path, backend:str="hf", device:str="auto", dtype:str="auto", *, max_new_tokens:int,
                        temperature:float=1.0, name:str="lm-simulator", seed:int=0, cache:dict|None=None) -> LMSimulator | ByTask:
-    "A language model playing the user from the goal-guided context, on `hf` or `vllm` (it needs token ids); a folder of one model per task gives one per task (`ByTask`)."
+    ("A language model playing the user from the goal-guided context, on `hf` or `vllm` (it needs token ids); a folder "
+     "of one model per task gives one per task (`ByTask`).")
     if backend not in ("hf", "vllm"):
-        raise ComponentError(f"an lm-simulator renders token ids with its own chat template: its backend must be hf or vllm, got {backend!r}")
+        raise ComponentError(f"an lm-simulator renders token ids with its own chat template: its backend must be hf or "
+                             f"vllm, got {backend!r}")
     if parts := task_models(source):
         return ByTask({t: build_lm_simulator(s, backend, device, dtype, max_new_tokens=max_new_tokens, temperature=temperature, name=f"{name}:{t}", seed=seed, cache=cache) for t, s in parts.items()}, name)
     b = generation_backend(source, backend, device, dtype, cache=cache)
@@ -125,7 +129,8 @@ def build_verifier(cache:dict|None=None) -> str:
 
 def build_llm_judge(model:str|Path, backend:str="openai", base_url:str="", device:str="auto", dtype:str="auto",
                     *, max_new_tokens:int, temperature:float=0.0, concurrency:int|None=None, cache:dict|None=None) -> ChatGenerate:
-    "A chat model judging accuracy with the App. C.3 prompt: `judge(chats) -> texts`; behind an endpoint, `concurrency` requests at once."
+    ("A chat model judging accuracy with the App. C.3 prompt: `judge(chats) -> texts`; behind an endpoint, "
+     "`concurrency` requests at once.")
     return ChatGenerate(generation_backend(model, backend, device, dtype, base_url, cache, concurrency), max_new_tokens, temperature)
 
 JUDGES = {"verifier": build_verifier, "llm-judge": build_llm_judge}
@@ -173,7 +178,8 @@ def _evaluation(k:dict, run_dir) -> dict:
     "The evaluation user: the scripted human, or `oracle_model` behind the endpoint."
     if k["eval_backend"] not in ("scripted", "openai"): raise unknown("eval_backend", k["eval_backend"], ("scripted", "openai"))
     if k["eval_backend"] == "scripted": return dict(kind="scripted-human")
-    if k["oracle_model"] == "scripted": raise ComponentError("eval_backend = openai needs `oracle_model` to name the served model, not `scripted`")
+    if k["oracle_model"] == "scripted": raise ComponentError("eval_backend = openai needs `oracle_model` to name the "
+                                                             "served model, not `scripted`")
     return dict(kind="prompted", model=k["oracle_model"], **_endpoint(k), max_new_tokens=k["max_new_tokens"],
                 temperature=k["eval_temperature"], name=f"eval:{k['oracle_model']}")
 
@@ -222,7 +228,8 @@ def judge_for(keys, cache:dict|None=None):
 SERVE_KEYS = ("serve", "eval_backend", "openai_base_url", "device")
 
 def endpoint_for(keys, log:str|Path|None=None):
-    "The local server the profile `keys` ask for (`serve` with `eval_backend = openai`), started if nothing answers yet; else None."
+    ("The local server the profile `keys` ask for (`serve` with `eval_backend = openai`), started if nothing answers "
+     "yet; else None.")
     from calirl.backends import serve_locally
     k = read_keys(keys, SERVE_KEYS, "the endpoint")
     if not (k["serve"] and k["eval_backend"] == "openai"): return None

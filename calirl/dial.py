@@ -38,7 +38,8 @@ from .dialogue import Chat
 
 # %% ../nbs/07_dial.ipynb #ec18a1d0
 def user_end_positions(tok, messages:Chat) -> tuple[list[int], list[int]]:
-    "Token ids of the rendered session and the position of the end-of-turn token of each user message (any template: a default system prompt, Gemma-3's `<end_of_turn>`)."
+    ("Token ids of the rendered session and the position of the end-of-turn token of each user message (any template: "
+     "a default system prompt, Gemma-3's `<end_of_turn>`).")
     render = lambda ms: list(tok.apply_chat_template(ms, tokenize=True, return_dict=False))
     ids, ends, pos = render(messages), set(turn_end_ids(tok)), []
     for k, m in enumerate(messages):
@@ -46,7 +47,8 @@ def user_end_positions(tok, messages:Chat) -> tuple[list[int], list[int]]:
         pre = render(messages[:k + 1])                           # the session up to this message: its last turn end is the message's
         last = max((i for i, x in enumerate(pre) if x in ends), default=-1)
         if ids[:len(pre)] != pre or last <= (pos[-1] if pos else -1):
-            raise ValueError(f"user message {k} has no end-of-turn token of its own in the rendered session (template not prefix-preserving?)")
+            raise ValueError(f"user message {k} has no end-of-turn token of its own in the rendered session (template "
+                             f"not prefix-preserving?)")
         pos.append(last)
     return ids, pos
 
@@ -59,7 +61,8 @@ def disc_example(tok, messages:Chat, real:bool) -> dict:
 
 # %% ../nbs/07_dial.ipynb #57289d8d
 def disc_loss(outputs, labels:torch.Tensor, num_items_in_batch=None) -> torch.Tensor:
-    "Cross-entropy of the discriminator's logits at the labelled positions (labels ≠ −100): summed and divided by `num_items_in_batch`, the labels of the whole batch, or their mean without it."
+    ("Cross-entropy of the discriminator's logits at the labelled positions (labels ≠ −100): summed and divided by "
+     "`num_items_in_batch`, the labels of the whole batch, or their mean without it.")
     logits = outputs.logits.float()                                          # (B, T, 2)
     logits, labels = logits.view(-1, logits.shape[-1]), labels.view(-1).to(logits.device)
     if num_items_in_batch is None: return torch.nn.functional.cross_entropy(logits, labels, ignore_index=-100)
@@ -68,7 +71,8 @@ def disc_loss(outputs, labels:torch.Tensor, num_items_in_batch=None) -> torch.Te
 
 # %% ../nbs/07_dial.ipynb #c6180d67
 def _disc_model(init_path:str, num_labels:int=2, fresh:bool=False, dtype=None, lora:bool=False, dropout:float|None=None):
-    "A token-classification model on the backbone at `init_path` (`fresh`: random weights) in `dtype`; `lora`: a LoRA adapter and its new head train, the backbone frozen; `dropout`: the head's (None: transformers' default)."
+    ("A token-classification model on the backbone at `init_path` (`fresh`: random weights) in `dtype`; `lora`: a LoRA "
+     "adapter and its new head train, the backbone frozen; `dropout`: the head's (None: transformers' default).")
     from transformers import AutoConfig, AutoModelForTokenClassification
     if fresh: model = AutoModelForTokenClassification.from_config(AutoConfig.from_pretrained(init_path, num_labels=num_labels), dtype=dtype)
     else: model = AutoModelForTokenClassification.from_pretrained(init_path, num_labels=num_labels, use_safetensors=True, dtype=dtype)
@@ -80,7 +84,8 @@ def _disc_model(init_path:str, num_labels:int=2, fresh:bool=False, dtype=None, l
 
 def _disc_trainer(init_path:str, tok, rows:list[dict], epochs:int, lr:float, batch_size:int, seed:int, fresh:bool, device:str, dtype:str,
                   lora:bool, processes:int, report_to, logs_dir, callbacks, dropout:float|None=None):
-    "transformers' `Trainer` for `train_discriminator`: `batch_size` sessions per step over all `processes`; float32 masters, autocast at `dtype`."
+    ("transformers' `Trainer` for `train_discriminator`: `batch_size` sessions per step over all `processes`; float32 "
+     "masters, autocast at `dtype`.")
     from datasets import Dataset
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments, set_seed
     if batch_size % processes: raise ValueError(f"batch_size {batch_size} does not split over {processes} processes")
@@ -156,7 +161,8 @@ def p_real(disc, tok, sessions:list[Chat], batch_size:int=32) -> list[np.ndarray
 
 # %% ../nbs/07_dial.ipynb #861caac2
 def disc_view(items:list[TaskItem], sessions:list[Chat], sees_goal:bool) -> list[list[dict]]:
-    "What the discriminator reads of each session on `items`: the session, after the simulator's goal context (`goal_text`) as a system message when `sees_goal`."
+    ("What the discriminator reads of each session on `items`: the session, after the simulator's goal context "
+     "(`goal_text`) as a system message when `sees_goal`.")
     return [([{"role": "system", "content": goal_text(it)}] if sees_goal else []) + [dict(m) for m in s] for it, s in zip(items, sessions)]
 
 # %% ../nbs/07_dial.ipynb #6c0d7df5
@@ -171,7 +177,8 @@ def disc_metrics(p_real_list:list[np.ndarray], labels:list[int]) -> pd.DataFrame
 
 # %% ../nbs/07_dial.ipynb #a7c1e0d2
 def accuracy_resamples(p_real_list:list[np.ndarray], labels:list[int], B:int=2000, seed:int=0) -> np.ndarray:
-    "Message accuracy of P(real) > 0.5 on `B` bootstrap resamples of the sessions, each class resampled within itself: shape (B,)."
+    ("Message accuracy of P(real) > 0.5 on `B` bootstrap resamples of the sessions, each class resampled within "
+     "itself: shape (B,).")
     rng = np.random.default_rng(seed)
     correct = np.array([np.sum((np.asarray(p) > 0.5) == bool(y)) for p, y in zip(p_real_list, labels)], float)   # (S,)
     n = np.array([len(p) for p in p_real_list], float)                                                          # (S,)
@@ -211,7 +218,9 @@ def pick_pair(alt_rewards:list[float]) -> tuple[int, int] | None:
 # %% ../nbs/07_dial.ipynb #fe45a1df
 def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:list[Chat], k:int, n_alt:int,
                      max_new_tokens:int, temperature:float, seed:int=0, sees_goal:bool=False) -> tuple[list[dict], dict]:
-    "DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times; each pair names its `session` and `message` (the index the alternatives replace). The discriminator reads each session as `disc_view(…, sees_goal)` shows it."
+    ("DPO pairs from resampling the `k` lowest-reward user messages of each simulated session `n_alt` times; each pair "
+     "names its `session` and `message` (the index the alternatives replace). The discriminator reads each session as "
+     "`disc_view(…, sees_goal)` shows it.")
     from calirl.backends import chat_prompt_ids
     base = p_real(disc, sim_tok, disc_view(items, sessions, sees_goal))
     jobs = []                                             # (session, message index, index among user msgs)
@@ -236,7 +245,8 @@ def preference_pairs(disc, sim_backend, sim_tok, items:list[TaskItem], sessions:
 
 # %% ../nbs/07_dial.ipynb #d1a10002
 def accepts_wrong(item:TaskItem, chat:Chat, text:str) -> bool|None:
-    "Whether user message `text` accepts the wrong answer or document that the last (assistant) message of `chat` commits to; None when it commits to nothing wrong."
+    ("Whether user message `text` accepts the wrong answer or document that the last (assistant) message of `chat` "
+     "commits to; None when it commits to nothing wrong.")
     from calirl.dialogue import committed, is_right
     from calirl.realism import user_act
     if not chat or chat[-1]["role"] != "assistant": return None
@@ -245,20 +255,23 @@ def accepts_wrong(item:TaskItem, chat:Chat, text:str) -> bool|None:
     return user_act(item, chat, text) == "accept"
 
 def accept_wrong_rate(items:list[TaskItem], sessions:list[Chat]) -> tuple[float, int]:
-    "Over `sessions` (on `items`, in order): the share of user replies to a wrong committed answer that accept it, and how many such replies there were."
+    ("Over `sessions` (on `items`, in order): the share of user replies to a wrong committed answer that accept it, "
+     "and how many such replies there were.")
     seen = [accepts_wrong(it, s[:k], m["content"]) for it, s in zip(items, sessions) for k, m in enumerate(s) if m["role"] == "user"]
     seen = [x for x in seen if x is not None]
     return (float(np.mean(seen)) if seen else float("nan")), len(seen)
 
 def pairs_accept_wrong(items:list[TaskItem], sessions:list[Chat], pairs:list[dict]) -> float:
-    "Share of `pairs` (from `preference_pairs` on these `sessions`) whose chosen message accepts a wrong answer and whose rejected one does not."
+    ("Share of `pairs` (from `preference_pairs` on these `sessions`) whose chosen message accepts a wrong answer and "
+     "whose rejected one does not.")
     if not pairs: return float("nan")
     flag = lambda p, side: accepts_wrong(items[p["session"]], sessions[p["session"]][:p["message"]], p[side]) is True
     return float(np.mean([flag(p, "chosen") and not flag(p, "rejected") for p in pairs]))
 
 # %% ../nbs/07_dial.ipynb #565eeab3
 def dpo_step(sim_path:str|Path, pairs:list[dict], *, lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1, seed:int=0, **kw):
-    "One DIAL refinement: `epochs` of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator frozen; `kw` go to `dpo_train`."
+    ("One DIAL refinement: `epochs` of DPO of the simulator at `sim_path` on `pairs`, reference = that same simulator "
+     "frozen; `kw` go to `dpo_train`.")
     return dpo_train(sim_path, pairs, lr=lr, beta=beta, batch_size=batch_size, max_length=max_length, epochs=epochs, seed=seed, **kw)
 
 # %% ../nbs/07_dial.ipynb #b8d2f0e2
@@ -267,36 +280,44 @@ def final_log_odds(disc, tok, sessions:list[Chat]) -> np.ndarray:
     return np.array([float(logit(p[-1])) for p in p_real(disc, tok, sessions)])
 
 def dpo_gain(before:np.ndarray, after:np.ndarray, n_resamples:int=2000, seed:int=0) -> tuple[float, float, float]:
-    "Mean paired change `after` − `before` of the final log-odds (sessions on the same items, in the same order) and its 95 % bootstrap interval."
+    ("Mean paired change `after` − `before` of the final log-odds (sessions on the same items, in the same order) and "
+     "its 95 % bootstrap interval.")
     return paired_ci([np.asarray(after, float) - np.asarray(before, float)], n_resamples, seed)
 
 def gain_problems(rows:pd.DataFrame, min_gain:float) -> list[str]:
-    "The refinements (rows with `task`, `simulator`, `dpo_gain`, `dpo_gain_low`, `dpo_gain_high`) whose gain's interval does not lie above `min_gain`."
+    ("The refinements (rows with `task`, `simulator`, `dpo_gain`, `dpo_gain_low`, `dpo_gain_high`) whose gain's "
+     "interval does not lie above `min_gain`.")
     return [f"{r.task}, DPO on {r.simulator}'s pairs: its discriminator's final log-odds moved by {r.dpo_gain:+.3f} "
             f"[{r.dpo_gain_low:+.3f}, {r.dpo_gain_high:+.3f}], not above min_dial_gain {min_gain}"
             for r in rows.itertuples() if not r.dpo_gain_low > min_gain]
 
 # %% ../nbs/07_dial.ipynb #4b995535
 def disc_rise(res_prev:np.ndarray, res_next:np.ndarray, acc_prev:float, acc_next:float) -> tuple[float, float, float]:
-    "Δ = `acc_next` − `acc_prev` with the 95 % interval of the paired bootstrap differences `res_next` − `res_prev` (resamples drawn with the same seed)."
+    ("Δ = `acc_next` − `acc_prev` with the 95 % interval of the paired bootstrap differences `res_next` − `res_prev` "
+     "(resamples drawn with the same seed).")
     lo, hi = interval(np.asarray(res_next, float) - np.asarray(res_prev, float))
     return float(acc_next - acc_prev), lo, hi
 
 def rise_problems(rows:pd.DataFrame, max_rise:float) -> list[str]:
-    "The refinements (rows with `task`, `simulator`, `disc_rise`, `disc_rise_low`, `disc_rise_high`) after which a fresh discriminator's accuracy rose beyond `max_rise` by the lower end of its interval, or could not be measured."
+    ("The refinements (rows with `task`, `simulator`, `disc_rise`, `disc_rise_low`, `disc_rise_high`) after which a "
+     "fresh discriminator's accuracy rose beyond `max_rise` by the lower end of its interval, or could not be measured.")
     return [f"{r.task}, {r.simulator}: a fresh discriminator's held-out accuracy rose by {r.disc_rise:+.3f} "
-            f"[{r.disc_rise_low:+.3f}, {r.disc_rise_high:+.3f}] over the previous version's, beyond max_dial_disc_rise {max_rise}"
+            f"[{r.disc_rise_low:+.3f}, {r.disc_rise_high:+.3f}] over the previous version's, beyond max_dial_disc_rise "
+            f"{max_rise}"
             for r in rows.itertuples() if not r.disc_rise_low <= max_rise]
 
 # %% ../nbs/07_dial.ipynb #d1a1c0a9
 def control_problems(control:pd.DataFrame, min_accuracy:float) -> list[str]:
-    "Tasks on which the discriminator against a simulator known to differ (rows `task`, `disc_accuracy`) stays below `min_accuracy`."
-    return [f"{r.task}: real vs naive simulator, held-out accuracy {r.disc_accuracy:.3f} < min_disc_control {min_accuracy}"
+    ("Tasks on which the discriminator against a simulator known to differ (rows `task`, `disc_accuracy`) stays below "
+     "`min_accuracy`.")
+    return [f"{r.task}: real vs naive simulator, held-out accuracy {r.disc_accuracy:.3f} < min_disc_control "
+            f"{min_accuracy}"
             for r in control.itertuples() if not r.disc_accuracy >= min_accuracy]
 
 # %% ../nbs/07_dial.ipynb #2394353d
 def honest_decisions(items:list[TaskItem], sessions:list[Chat]) -> list[tuple[TaskItem, list[dict], bool]]:
-    "(item, session cut after the reply, whether the answer was right) for each session whose first user reply to a committed answer is honest: it accepts a right answer or rejects a wrong one."
+    ("(item, session cut after the reply, whether the answer was right) for each session whose first user reply to a "
+     "committed answer is honest: it accepts a right answer or rejects a wrong one.")
     from calirl.dialogue import committed, is_right
     from calirl.realism import user_act
     out = []
@@ -309,7 +330,8 @@ def honest_decisions(items:list[TaskItem], sessions:list[Chat]) -> list[tuple[Ta
     return out
 
 def flipped(decisions:list[tuple], accepts:list[str], rejects:list[str], seed:int=0) -> list[list[dict]]:
-    "Each honest decision reversed: the right answer rejected, the wrong one accepted, the words drawn from `rejects` / `accepts`."
+    ("Each honest decision reversed: the right answer rejected, the wrong one accepted, the words drawn from `rejects` "
+     "/ `accepts`.")
     import random
     rng = random.Random(seed)
     return [s[:-1] + [{"role": "user", "content": rng.choice(rejects if right else accepts)}] for _, s, right in decisions]
@@ -322,7 +344,9 @@ def decision_accuracy(p_honest:list[np.ndarray], p_flipped:list[np.ndarray]) -> 
 # %% ../nbs/07_dial.ipynb #3655e589
 def fresh_discriminators(init_path:str|Path, tok, real_train:list, sim_train:list, real_eval:list, sim_eval:list, seeds:list[int],
                          epochs:int, lr:float, **kw) -> tuple[list[float], object, list[list[np.ndarray]]]:
-    "One discriminator per seed of `seeds`, each trained on the same sessions: their held-out message accuracies on `real_eval + sim_eval`, the first discriminator (it makes DIAL's pairs) and each one's P(real) there; `kw` go to `train_discriminator`."
+    ("One discriminator per seed of `seeds`, each trained on the same sessions: their held-out message accuracies on "
+     "`real_eval + sim_eval`, the first discriminator (it makes DIAL's pairs) and each one's P(real) there; `kw` go to "
+     "`train_discriminator`.")
     y = [1] * len(real_eval) + [0] * len(sim_eval)
     accs, ps, first = [], [], None
     for s in seeds:
@@ -335,12 +359,14 @@ def fresh_discriminators(init_path:str|Path, tok, real_train:list, sim_train:lis
 
 # %% ../nbs/07_dial.ipynb #ccd27183
 def version_user(path:str|Path, it:int, prof):
-    "Version `it` of a task's simulator, the model at `path`, as a user: an `lm-simulator` on the `hf` backend, whose model DIAL trains."
+    ("Version `it` of a task's simulator, the model at `path`, as a user: an `lm-simulator` on the `hf` backend, whose "
+     "model DIAL trains.")
     return make_user("lm-simulator", source=path, backend="hf", device=prof.device, dtype=prof.dtype, max_new_tokens=prof.max_new_tokens,
                      temperature=prof.train_temperature, seed=prof.seed + it)
 
 def version_sessions(user, items:tuple[list, list], play:Callable, seed:int, it:int) -> tuple[list[Chat], list[Chat]]:
-    "Version `it`'s sessions with `user` on the training and held-out `items`, each played as `play(user, items, seed)` does."
+    ("Version `it`'s sessions with `user` on the training and held-out `items`, each played as `play(user, items, "
+     "seed)` does.")
     return play(user, items[0], seed + 100 * it), play(user, items[1], seed + 100 * it + 7)
 
 def disc_seeds(seed:int, n:int, it:int) -> list[int]:
@@ -348,7 +374,9 @@ def disc_seeds(seed:int, n:int, it:int) -> list[int]:
     return [seed + it + 100 * j for j in range(n)]
 
 def version_discriminators(path:str|Path, tok, items:tuple[list, list], real:tuple[list, list], sim:tuple[list, list], it:int, prof, run_dir:str|Path):
-    "Version `it`'s fresh discriminators (`fresh_discriminators` with `disc_seeds`), initialised from the simulator at `path` and reading the training and held-out `real` and `sim` sessions on `items` as `disc_view` shows them; trained as the profile `prof` of the run in `run_dir` says (`trainer_kw`)."
+    ("Version `it`'s fresh discriminators (`fresh_discriminators` with `disc_seeds`), initialised from the simulator "
+     "at `path` and reading the training and held-out `real` and `sim` sessions on `items` as `disc_view` shows them; "
+     "trained as the profile `prof` of the run in `run_dir` says (`trainer_kw`).")
     view = lambda its, ss: disc_view(its, ss, prof.disc_sees_goal)
     (tr, ev), (r_tr, r_ev), (s_tr, s_ev) = items, real, sim
     return fresh_discriminators(path, tok, view(tr, r_tr), view(tr, s_tr), view(ev, r_ev), view(ev, s_ev), disc_seeds(prof.seed, prof.dial_disc_seeds, it),
@@ -367,7 +395,8 @@ def _replies(item:TaskItem, session:Chat) -> dict:
                 accept_wrong=[x for x in aw if x is not None], leak=[is_leak(item, session[:k], t) for k, t in reps])
 
 def user_measures(facts:list[dict]) -> dict:
-    "distinct-2, MATTR, accept-wrong and leak rates pooled over sessions' reply facts (`_replies`); NaN where nothing was measured."
+    ("distinct-2, MATTR, accept-wrong and leak rates pooled over sessions' reply facts (`_replies`); NaN where nothing "
+     "was measured.")
     from calirl.realism import mattr
     pool = lambda k: [x for f in facts for x in f[k]]
     grams, texts, aw, lk = pool("bigrams"), pool("text"), pool("accept_wrong"), pool("leak")
@@ -375,7 +404,9 @@ def user_measures(facts:list[dict]) -> dict:
                 accept_wrong=float(np.mean(aw)) if aw else math.nan, leak=float(np.mean(lk)) if lk else math.nan)
 
 def measure_changes(items:list[TaskItem], real:list, before:list, after:list, B:int=300, seed:int=0) -> pd.DataFrame:
-    "Per measure of `user_measures`: the `real`, `before` and `after` sessions' values (all on `items`, in order), `change` = after − before and `gap_change` = |after − real| − |before − real|, each with a 95 % bootstrap interval over items."
+    ("Per measure of `user_measures`: the `real`, `before` and `after` sessions' values (all on `items`, in order), "
+     "`change` = after − before and `gap_change` = |after − real| − |before − real|, each with a 95 % bootstrap "
+     "interval over items.")
     F = [[_replies(it, s) for it, s in zip(items, ss)] for ss in (real, before, after)]
     point = [user_measures(f) for f in F]
     rng = np.random.default_rng(seed)
@@ -394,20 +425,26 @@ def measure_changes(items:list[TaskItem], real:list, before:list, after:list, B:
 
 # %% ../nbs/07_dial.ipynb #a95608b6
 def start_problems(start:pd.DataFrame, changes:pd.DataFrame, min_accuracy:float) -> list[str]:
-    "Why DIAL's starting simulator has nothing to remove, per task: fresh discriminators' accuracy (rows `task`, `fresh_accuracy`, `fresh_acc_low`, `fresh_acc_high`) below `min_accuracy` at the lower end of its interval, or no measure (rows `task`, `measure`, `change_low`, `change_high`: start − real user) beyond its interval in an artifact's direction."
-    out = [f"{r.task}: fresh discriminators tell the starting simulator from the real user with accuracy {r.fresh_accuracy:.3f} "
+    ("Why DIAL's starting simulator has nothing to remove, per task: fresh discriminators' accuracy (rows `task`, "
+     "`fresh_accuracy`, `fresh_acc_low`, `fresh_acc_high`) below `min_accuracy` at the lower end of its interval, or "
+     "no measure (rows `task`, `measure`, `change_low`, `change_high`: start − real user) beyond its interval in an "
+     "artifact's direction.")
+    out = [f"{r.task}: fresh discriminators tell the starting simulator from the real user with accuracy "
+           f"{r.fresh_accuracy:.3f} "
            f"[{r.fresh_acc_low:.3f}, {r.fresh_acc_high:.3f}], not ≥ min_dial_start_disc {min_accuracy}" for r in start.itertuples() if not r.fresh_acc_low >= min_accuracy]
     for task, c in changes.groupby("task", sort=False):
         if not artifacts_shown(c): out.append(f"{task}: the starting simulator shows no artifact: none of {', '.join(ARTIFACT_DIRECTION)} differs from the real user's beyond its interval")
     return out
 
 def artifacts_shown(changes:pd.DataFrame) -> list[str]:
-    "The measures (rows `measure`, `change_low`, `change_high`: simulator − real user) that differ from the real user's beyond their interval in an artifact's direction."
+    ("The measures (rows `measure`, `change_low`, `change_high`: simulator − real user) that differ from the real "
+     "user's beyond their interval in an artifact's direction.")
     return [r.measure for r in changes.itertuples() if (r.change_low > 0 if ARTIFACT_DIRECTION[r.measure] > 0 else r.change_high < 0)]
 
 # %% ../nbs/07_dial.ipynb #4474e37c
 def starting_simulator(sft_path:str|Path, tok, items:list[TaskItem], sessions:list[Chat], max_length:int, task:str, run_dir:str|Path, prof):
-    "DIAL's starting simulator on `task`: the Phase I simulator at `sft_path` trained `dial_start_epochs` more epochs at Phase I's learning rate on `sessions` (on `items`), or as it is for 0 epochs; the model and SFT's log."
+    ("DIAL's starting simulator on `task`: the Phase I simulator at `sft_path` trained `dial_start_epochs` more epochs "
+     "at Phase I's learning rate on `sessions` (on `items`), or as it is for 0 epochs; the model and SFT's log.")
     model, _ = load_model(sft_path, device=prof.device, dtype=prof.dtype)
     if not prof.dial_start_epochs: return model, []
     chats = [simulator_sft_example(it, s, tok) for it, s in zip(items, sessions)]
@@ -418,7 +455,10 @@ def starting_simulator(sft_path:str|Path, tok, items:list[TaskItem], sessions:li
 # %% ../nbs/07_dial.ipynb #e3d5060b
 def refine(disc, user, items:list[TaskItem], sessions:list[Chat], path:str|Path, out:str|Path, it:int, max_length:int, task:str, run_dir:str|Path,
            prof) -> tuple[list[dict], dict, list[dict]]:
-    "One DIAL refinement of version `it` of `task`'s simulator (`user`, the model at `path`): rewards from `disc` on its training `sessions` on `items` → preference pairs → DPO with that version frozen as the reference → version `it` + 1 saved at `out` (the version itself when no pair passes the filter). The pairs, their counts and DPO's log."
+    ("One DIAL refinement of version `it` of `task`'s simulator (`user`, the model at `path`): rewards from `disc` on "
+     "its training `sessions` on `items` → preference pairs → DPO with that version frozen as the reference → version "
+     "`it` + 1 saved at `out` (the version itself when no pair passes the filter). The pairs, their counts and DPO's "
+     "log.")
     pairs, counts = preference_pairs(disc, user.backend, user.tokenizer, items, sessions, prof.dial_lowest_k, prof.dial_alternatives,
                                      prof.max_new_tokens, prof.train_temperature, prof.seed + it, sees_goal=prof.disc_sees_goal)
     model, tok, log = user.backend.model, user.tokenizer, []
@@ -431,7 +471,8 @@ def refine(disc, user, items:list[TaskItem], sessions:list[Chat], path:str|Path,
 # %% ../nbs/07_dial.ipynb #615d0c28
 @dataclass
 class DialTask:
-    "One task of a DIAL run: its items, the real user's sessions on them, and what each version so far leaves for the next to compare with."
+    ("One task of a DIAL run: its items, the real user's sessions on them, and what each version so far leaves for the "
+     "next to compare with.")
     task: str
     items: tuple                                   # (training, held-out) items
     real: tuple                                    # the real user's (training, held-out) sessions on them
@@ -443,24 +484,31 @@ class DialTask:
     pending: tuple | None = None                   # the last refinement until the version it made judges it: (the discriminator that made its pairs, its final log-odds on the refined version's held-out sessions, that version's row)
 
 def judge_refinement(t:DialTask, tok, sim_eval:list[Chat], prof) -> list[str]:
-    "Judge the refinement that made task `t`'s newest version (held-out sessions `sim_eval`) by the discriminator that made its pairs: the refined version's row gets `dpo_gain` and its interval; what `min_dial_gain` flags (nothing when it is negative)."
+    ("Judge the refinement that made task `t`'s newest version (held-out sessions `sim_eval`) by the discriminator "
+     "that made its pairs: the refined version's row gets `dpo_gain` and its interval; what `min_dial_gain` flags "
+     "(nothing when it is negative).")
     if t.pending is None: return []
     disc, before, row = t.pending
     t.pending = None
     after = final_log_odds(disc, tok, disc_view(t.items[1], sim_eval, prof.disc_sees_goal))
     row.update(zip(("dpo_gain", "dpo_gain_low", "dpo_gain_high"), dpo_gain(before, after, seed=prof.seed)))
-    print(f"{t.task}: DPO on {row['simulator']}'s pairs moved its discriminator's final log-odds by {row['dpo_gain']:+.3f} "
+    print(f"{t.task}: DPO on {row['simulator']}'s pairs moved its discriminator's final log-odds by "
+          f"{row['dpo_gain']:+.3f} "
           f"[{row['dpo_gain_low']:+.3f}, {row['dpo_gain_high']:+.3f}]")
     return gain_problems(pd.DataFrame([row]), prof.min_dial_gain) if prof.min_dial_gain >= 0 else []
 
 def version_rise(t:DialTask, row:dict) -> tuple[float, float, float]:
-    "How much better fresh discriminators tell task `t`'s newest version (its `row`) apart than the one before: paired by seed when there are several (the unit is a discriminator), else over sessions (`disc_rise`)."
+    ("How much better fresh discriminators tell task `t`'s newest version (its `row`) apart than the one before: "
+     "paired by seed when there are several (the unit is a discriminator), else over sessions (`disc_rise`).")
     if len(t.accs[-1]) > 1: return seed_interval(np.array(t.accs[-1]) - np.array(t.accs[-2]))
     return disc_rise(t.res[-2], t.res[-1], t.rows[-1]["disc_accuracy"], row["disc_accuracy"])
 
 # %% ../nbs/07_dial.ipynb #a26dff73
 def measure_version(t:DialTask, it:int, tok, sim_eval:list[Chat], accs:list[float], ps:list[list[np.ndarray]], tiny_rules:bool, prof) -> dict:
-    "Version `it`'s row on task `t`, from its fresh discriminators' accuracies `accs` and P(real)s `ps` on the real, then the simulated held-out sessions (`sim_eval`), after judging the refinement that made it (`judge_refinement`, `version_rise`): flagged when a guard says so. `tiny_rules`: measure `accept_wrong` (the tiny world's act rules)."
+    ("Version `it`'s row on task `t`, from its fresh discriminators' accuracies `accs` and P(real)s `ps` on the real, "
+     "then the simulated held-out sessions (`sim_eval`), after judging the refinement that made it "
+     "(`judge_refinement`, `version_rise`): flagged when a guard says so. `tiny_rules`: measure `accept_wrong` (the "
+     "tiny world's act rules).")
     gain_bad = judge_refinement(t, tok, sim_eval, prof)
     y = [1] * len(t.real[1]) + [0] * len(sim_eval)
     dm = disc_metrics(ps[0], y)                                        # the first discriminator's: it makes the pairs
@@ -472,7 +520,8 @@ def measure_version(t:DialTask, it:int, tok, sim_eval:list[Chat], accs:list[floa
                accept_wrong=accept_wrong_rate(t.items[1], sim_eval)[0] if tiny_rules else math.nan, accept_wrong_real=t.accept_wrong_real, eligible=True)
     if not it: return row
     row.update(zip(("disc_rise", "disc_rise_low", "disc_rise_high"), version_rise(t, row)))   # the refinement that made this version, judged by fresh discriminators
-    print(f"{t.task}: fresh discriminators tell it{it} apart with accuracy {row['disc_rise']:+.3f} [{row['disc_rise_low']:+.3f}, {row['disc_rise_high']:+.3f}] "
+    print(f"{t.task}: fresh discriminators tell it{it} apart with accuracy {row['disc_rise']:+.3f} "
+          f"[{row['disc_rise_low']:+.3f}, {row['disc_rise_high']:+.3f}] "
           f"from the previous version's")
     problems = (rise_problems(pd.DataFrame([row]), prof.max_dial_disc_rise) if prof.max_dial_disc_rise >= 0 else []) + gain_bad
     row.update(eligible=not problems, guard="; ".join(problems))
@@ -482,7 +531,11 @@ def measure_version(t:DialTask, it:int, tok, sim_eval:list[Chat], accs:list[floa
 # %% ../nbs/07_dial.ipynb #c8066d86
 def dial_iteration(it:int, tasks:list[DialTask], play:Callable, dial_dir:Path, run_dir:str|Path, max_len, tiny_rules:bool, prof,
                    first:dict|None=None) -> tuple[list[dict], list[tuple[list, list]], dict]:
-    "DIAL's iteration `it` on each of `tasks`: version `it` simulated (`play`) and told apart by fresh discriminators (iteration 0's come measured, in `first`), its row (`measure_version`), then, unless it is the last iteration, its refinement into version `it` + 1 (`refine`). The rows; per discriminator seed, every task's held-out P(real) and labels; per task, the refinement's `pairs`, their `counts`, DPO's `log` and the training `sessions` it resampled."
+    ("DIAL's iteration `it` on each of `tasks`: version `it` simulated (`play`) and told apart by fresh discriminators "
+     "(iteration 0's come measured, in `first`), its row (`measure_version`), then, unless it is the last iteration, "
+     "its refinement into version `it` + 1 (`refine`). The rows; per discriminator seed, every task's held-out P(real) "
+     "and labels; per task, the refinement's `pairs`, their `counts`, DPO's `log` and the training `sessions` it "
+     "resampled.")
     by_seed, refined = [([], []) for _ in range(prof.dial_disc_seeds)], {}
     for t in tasks:
         t0, cur = time.time(), dial_dir / f"it{it}" / t.task
@@ -512,7 +565,10 @@ def dial_iteration(it:int, tasks:list[DialTask], play:Callable, dial_dir:Path, r
 
 # %% ../nbs/07_dial.ipynb #cbfe2d97
 def pooled_row(it:int, by_seed:list[tuple[list, list]], start:list[tuple[list, list]], rows:list[dict], refining:bool, seconds:float) -> dict:
-    "Version `it` with the tasks pooled: each seed's discriminators' accuracy on every task's held-out sessions (`by_seed`: P(real)s and labels), their mean, interval and change from the starting version's (`start`, paired by seed), the first seed's F1, MCC and accuracy by user turn, whether no guard flagged it on any task (`rows`), and, when `refining`, the pairs kept."
+    ("Version `it` with the tasks pooled: each seed's discriminators' accuracy on every task's held-out sessions "
+     "(`by_seed`: P(real)s and labels), their mean, interval and change from the starting version's (`start`, paired "
+     "by seed), the first seed's F1, MCC and accuracy by user turn, whether no guard flagged it on any task (`rows`), "
+     "and, when `refining`, the pairs kept.")
     dm = disc_metrics(*by_seed[0])                                     # every task's held-out sessions together, the first seed's discriminators
     accs = [float(disc_metrics(pj, yj).loc["all", "accuracy"]) for pj, yj in by_seed]
     accs0 = [float(disc_metrics(pj, yj).loc["all", "accuracy"]) for pj, yj in start]
@@ -526,7 +582,9 @@ def pooled_row(it:int, by_seed:list[tuple[list, list]], start:list[tuple[list, l
 
 # %% ../nbs/07_dial.ipynb #f2da8787
 def choose_version(pooled:pd.DataFrame) -> str:
-    "The DIAL version Phase II trains against: of the versions no guard flagged (rows `simulator`, `disc_accuracy`, `eligible`), the one fresh discriminators tell apart least (the earliest on a tie)."
+    ("The DIAL version Phase II trains against: of the versions no guard flagged (rows `simulator`, `disc_accuracy`, "
+     "`eligible`), the one fresh discriminators tell apart least (the earliest on a tie).")
     ok = pooled[pooled.eligible.astype(bool)]
-    if ok.empty: raise ValueError("no DIAL version is eligible: the starting simulator (it0) always is, so it is missing")
+    if ok.empty: raise ValueError("no DIAL version is eligible: the starting simulator (it0) always is, so it is "
+                                  "missing")
     return str(ok.loc[ok.disc_accuracy.idxmin(), "simulator"])

@@ -67,7 +67,8 @@ def _unwrap(s:str) -> str:
 
 # %% ../nbs/02a_dialogue.ipynb #81259dbd
 def answer_value(s) -> Fraction | None:
-    "The exact value of a written answer (integer, decimal, fraction, scientific notation, `\\frac`); None if it has none."
+    ("The exact value of a written answer (integer, decimal, fraction, scientific notation, `\\frac`); None if it has "
+     "none.")
     if not isinstance(s, str): return None
     m = _VALUE_RE.fullmatch(_unwrap(s))
     if m is None: return None
@@ -106,7 +107,8 @@ def _read_at(text:str, i:int, closers:dict) -> str | None:
     return _norm(m.group()) if m else None
 
 def extract_answer(text:str) -> str | None:
-    "The answer after the last 'answer is' (or in the last `\\boxed{}`) of `text`, normalised; None if none or not a str."
+    ("The answer after the last 'answer is' (or in the last `\\boxed{}`) of `text`, normalised; None if none or not a "
+     "str.")
     if not isinstance(text, str): return None
     boxed = [m.start() for m in _BOXED_RE.finditer(text)]
     closers = _closers(text) if boxed else {}
@@ -151,7 +153,8 @@ def final_answer(item:TaskItem, messages:Chat) -> str | None:
 
 # %% ../nbs/02a_dialogue.ipynb #860d9210
 def prefix_ends(messages:Chat, role:str="user", H:int|None=None) -> list[int]:
-    "Indices k where `messages[:k + 1]` ends with a `role` message (a user one not ending the chat), after fewer than `H` assistant turns."
+    ("Indices k where `messages[:k + 1]` ends with a `role` message (a user one not ending the chat), after fewer than "
+     "`H` assistant turns.")
     out, n_asst = [], 0
     for k, m in enumerate(messages):
         if m["role"] == role and (H is None or n_asst < H) and not (role == "user" and has_terminal(m["content"])): out.append(k)
@@ -161,7 +164,8 @@ def prefix_ends(messages:Chat, role:str="user", H:int|None=None) -> list[int]:
 # %% ../nbs/02a_dialogue.ipynb #531084e3
 @dataclass
 class Conversation:
-    "One conversation about one task item: transcript, user acts, how it ended, and a rollout's tokens where it has them."
+    ("One conversation about one task item: transcript, user acts, how it ended, and a rollout's tokens where it has "
+     "them.")
     item_id: str
     task: str
     sample: int = 0                                   # index within the item's group of G
@@ -220,7 +224,8 @@ def turn_rng(state:dict, turn:int) -> random.Random:
 
 @dataclass
 class RuleSpeaker:
-    "A batched assistant from a rule-based one (`act(item, chat, state, rng)`), one seeded stream per conversation and round."
+    ("A batched assistant from a rule-based one (`act(item, chat, state, rng)`), one seeded stream per conversation "
+     "and round.")
     assistant: object
 
     def speak(self, items:list[TaskItem], convs:list[Conversation], states:list[dict], rnd:int) -> list[str]:
@@ -233,7 +238,8 @@ def speaker(assistant):
 
 # %% ../nbs/02a_dialogue.ipynb #992d6b73
 def new_conversations(items:list[TaskItem], G:int|None=None, seed:int=0) -> tuple[list, list[Conversation], list[dict]]:
-    "(items, conversations, states): one conversation per item, or a group of `G` per item, each with its own seeded state."
+    ("(items, conversations, states): one conversation per item, or a group of `G` per item, each with its own seeded "
+     "state.")
     n = G or 1
     its = [it for it in items for _ in range(n)]
     convs = [Conversation(it.item_id, it.task, k % n) for k, it in enumerate(its)]
@@ -242,7 +248,8 @@ def new_conversations(items:list[TaskItem], G:int|None=None, seed:int=0) -> tupl
 
 # %% ../nbs/02a_dialogue.ipynb #07a4f57c
 def take_turns(user, assistant, items:list[TaskItem], convs:list[Conversation], states:list[dict], turns:list[int]) -> list[Conversation]:
-    "Let `user` and `assistant` alternate on each conversation, the user first, for up to `turns[i]` new messages each (timed as `rollout`)."
+    ("Let `user` and `assistant` alternate on each conversation, the user first, for up to `turns[i]` new messages "
+     "each (timed as `rollout`).")
     with timed("rollout"): return _alternate(user, assistant, items, convs, states, turns)
 
 def _alternate(user, assistant, items:list[TaskItem], convs:list[Conversation], states:list[dict], turns:list[int]) -> list[Conversation]:
@@ -275,7 +282,8 @@ def _alternate(user, assistant, items:list[TaskItem], convs:list[Conversation], 
 
 # %% ../nbs/02a_dialogue.ipynb #691a824c
 def converse(user, assistant, items:list[TaskItem], H:int, seed:int=0, G:int|None=None) -> list[Conversation]:
-    "Fresh conversations of `user` and `assistant` on `items` (`G` per item if given): the user first, at most `H` assistant turns."
+    ("Fresh conversations of `user` and `assistant` on `items` (`G` per item if given): the user first, at most `H` "
+     "assistant turns.")
     its, convs, states = new_conversations(items, G, seed)
     for c in convs: c.meta["user"] = getattr(user, "name", "?")
     return take_turns(user, assistant, its, convs, states, [2 * H + 1] * len(convs))

@@ -37,7 +37,8 @@ def saved_names(source:str) -> list[tuple[str, str]]:
 
 # %% ../nbs/00c_docs.ipynb #86a18547
 def committed_outputs(source:str, figures_dir:str|Path, label:str) -> list:
-    "Outputs showing what a code cell saved in the committed run under `figures_dir` (named `label/<file>` on the page): each figure as an image, each table as Markdown."
+    ("Outputs showing what a code cell saved in the committed run under `figures_dir` (named `label/<file>` on the "
+     "page): each figure as an image, each table as Markdown.")
     outs = []
     for name, ext in saved_names(source):
         p = Path(figures_dir) / f"{name}.{ext}"
@@ -63,7 +64,8 @@ def title_first(cells:list) -> list:
     return kept if at is None else [kept[at], *kept[:at], *kept[at + 1:]]
 
 def notebook_page(path:str|Path, figures_dir:str|Path, label:str):
-    "Notebook `path` as the site shows it: title first, without plumbing cells, each code cell with the committed outputs of what it saves."
+    ("Notebook `path` as the site shows it: title first, without plumbing cells, each code cell with the committed "
+     "outputs of what it saves.")
     nb = nbformat.read(path, as_version=4)
     nb.cells = title_first(nb.cells)
     for c in nb.cells:
@@ -92,7 +94,8 @@ def nav_label(stem:str, nb) -> str:
 
 # %% ../nbs/00c_docs.ipynb #f9e906f4
 def site_config(nav:list, site_name:str="calirl") -> dict:
-    "The mkdocs configuration: Material without web fonts, notebooks through mkdocs-jupyter (never executed), page URLs that open from disk, every link checked."
+    ("The mkdocs configuration: Material without web fonts, notebooks through mkdocs-jupyter (never executed), page "
+     "URLs that open from disk, every link checked.")
     return {"site_name": site_name, "docs_dir": "src", "site_dir": "site", "use_directory_urls": False,
             "theme": {"name": "material", "font": False, "features": ["navigation.sections", "navigation.indexes"]},
             "plugins": ["search", {"mkdocs-jupyter": {"execute": False, "include_source": True, "include": ["*.ipynb"], "ignore_h1_titles": True}}],
@@ -103,7 +106,8 @@ def site_config(nav:list, site_name:str="calirl") -> dict:
 
 # %% ../nbs/00c_docs.ipynb #1764c88d
 def stage_site(root:str|Path, out:str|Path, profile:str="tiny") -> dict:
-    "Write the site's sources to `out/src` and its configuration to `out/mkdocs.yml`, showing `figures/<profile>/` in the notebooks; the nav and the page count."
+    ("Write the site's sources to `out/src` and its configuration to `out/mkdocs.yml`, showing `figures/<profile>/` in "
+     "the notebooks; the nav and the page count.")
     import yaml
     root, out = Path(root), Path(out)
     src = out / "src"
@@ -131,10 +135,12 @@ def _map_cell(text:str) -> str:
     return text.replace("|", "\\|") if text else "—"
 
 def notebook_map(stages:dict[str, Stage]|None=None) -> str:
-    "The page `docs/notebooks.md`: a title, a line on where it comes from, and one table row per stage of `stages` (default `STAGES`) — notebook, paper part, module, what it makes."
+    ("The page `docs/notebooks.md`: a title, a line on where it comes from, and one table row per stage of `stages` "
+     "(default `STAGES`) — notebook, paper part, module, what it makes.")
     rows = [f"| `{s.name}` | {_map_cell(s.part)} | {f'`{s.module}`' if s.module else '—'} | {_map_cell(s.summary)} |" for s in (STAGES if stages is None else stages).values()]
     return "\n".join(["# Notebook map", "",
-                      "Rendered from `calirl.stages.STAGES` (`nbs/00f_stages.ipynb`) by `calirl.docs.notebook_map`: edit the stages, not this page.", "",
+                      "Rendered from `calirl.stages.STAGES` (`nbs/00f_stages.ipynb`) by `calirl.docs.notebook_map`: "
+                      "edit the stages, not this page.", "",
                       "| notebook | paper part | module | what it makes |", "|---|---|---|---|", *rows]) + "\n"
 
 # %% ../nbs/00c_docs.ipynb #103b010c
@@ -163,7 +169,8 @@ def dead_links(site:str|Path) -> list[tuple[str, str]]:
 
 # %% ../nbs/00c_docs.ipynb #8707ecc8
 def docs_digest(root:str|Path, profile:str="tiny") -> str:
-    "A digest of everything the site is made from: README, `docs/`, the pipeline's notebooks and `figures/` (less the run folders git ignores)."
+    ("A digest of everything the site is made from: README, `docs/`, the pipeline's notebooks and `figures/` (less the "
+     "run folders git ignores).")
     root = Path(root)
     h = hashlib.sha256(profile.encode())
     files = [root / "README.md", *list_notebooks(root)]
@@ -175,9 +182,11 @@ def docs_digest(root:str|Path, profile:str="tiny") -> str:
 
 # %% ../nbs/00c_docs.ipynb #fbac9d5e
 def build_docs(root:str|Path, out:str|Path|None=None, profile:str="tiny") -> dict:
-    "Build the site of project `root` into `out/site` (default `root/_docs`); its index, page counts and seconds. Raises `DocsError` on a failed build or a dead link."
+    ("Build the site of project `root` into `out/site` (default `root/_docs`); its index, page counts and seconds. "
+     "Raises `DocsError` on a failed build or a dead link.")
     try: import mkdocs, material, mkdocs_jupyter                      # noqa: F401  (the `docs` extra)
-    except ImportError as e: raise DocsError(f"the docs builder is not installed ({e.name} is missing): pip install 'calirl[docs]'") from None
+    except ImportError as e: raise DocsError(f"the docs builder is not installed ({e.name} is missing): pip install "
+                                             f"'calirl[docs]'") from None
     root = Path(root).resolve()
     out = Path(out).resolve() if out else root / "_docs"
     t0 = time.perf_counter()

@@ -37,7 +37,8 @@ METHODS = {  # row: (artifact, paper MATH-Chat accuracy, %)
 
 # %% ../nbs/10_evaluate.ipynb #b3fc9966
 def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFrame:
-    "One row per conversation: score (the batch judged at once: `task_rewards`), tokens, turns, first-turn question, termination."
+    ("One row per conversation: score (the batch judged at once: `task_rewards`), tokens, turns, first-turn question, "
+     "termination.")
     scores = task_rewards([items[t.item_id] for t in trajs], [t.messages for t in trajs], judge, terminations=[t.termination for t in trajs])
     rows = []
     for t, s in zip(trajs, scores):
@@ -52,7 +53,8 @@ def score_conversations(trajs:list, items:dict, judge="verifier") -> pd.DataFram
 
 def evaluate_policy(policy, tok, user, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int, judge="verifier",
                     *, policy_prompt:str):
-    "Conversations of `policy` (prompted as `policy_prompt` says) with the evaluation `user` on `items`, scored: (conversations, DataFrame)."
+    ("Conversations of `policy` (prompted as `policy_prompt` says) with the evaluation `user` on `items`, scored: "
+     "(conversations, DataFrame).")
     T = rollout(policy, tok, user, items, G=1, H=H, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, **policy_turns(policy_prompt))
     return T, score_conversations(T, {it.item_id: it for it in items}, judge)
 
@@ -76,7 +78,8 @@ class EvalJob:
     train_seed: int = 0        # the GRPO training seed of the policy (Table 2's policies: the profile's `seed`)
 
 def evaluate_seed(j:EvalJob, pol, cache:dict) -> tuple[pd.DataFrame, list]:
-    "Evaluate `j`'s policy, already built as backend `pol`, on each task: per-conversation rows (with method and seed) and (method, seed, conversation) triples."
+    ("Evaluate `j`'s policy, already built as backend `pol`, on each task: per-conversation rows (with method and "
+     "seed) and (method, seed, conversation) triples.")
     from calirl.components import make_judge, make_user
     user, judge = make_user(**j.user, cache=cache), make_judge(**j.judge, cache=cache)     # a model they need: loaded once, in `cache`
     rows, trajs = [], []
@@ -90,7 +93,8 @@ def evaluate_seed(j:EvalJob, pol, cache:dict) -> tuple[pd.DataFrame, list]:
 
 # %% ../nbs/10_evaluate.ipynb #9938b37a
 def release_backends(backends) -> None:
-    "Close each distinct backend of `backends` (GPU memory and engine processes given back), then free what is left of them."
+    ("Close each distinct backend of `backends` (GPU memory and engine processes given back), then free what is left "
+     "of them.")
     import gc
     for b in {id(b): b for b in backends}.values():
         if hasattr(b, "close"): b.close()
@@ -99,10 +103,12 @@ def release_backends(backends) -> None:
     if torch.cuda.is_available(): torch.cuda.empty_cache()
 
 def evaluate_policy_jobs(jobs:list[EvalJob], build:Callable|None=None) -> list[tuple[pd.DataFrame, list]]:
-    "Evaluate jobs of one policy (its seeds) on one engine, built once by `build` (default `generation_backend`) and released after: each job's result."
+    ("Evaluate jobs of one policy (its seeds) on one engine, built once by `build` (default `generation_backend`) and "
+     "released after: each job's result.")
     from calirl.components import generation_backend
     policies = {(j.model, j.backend, j.device, j.dtype) for j in jobs}
-    if len(policies) != 1: raise ValueError(f"evaluate_policy_jobs runs the jobs of one policy, got {len(policies)}: {sorted(policies)}")
+    if len(policies) != 1: raise ValueError(f"evaluate_policy_jobs runs the jobs of one policy, got {len(policies)}: "
+                                            f"{sorted(policies)}")
     cache = {}
     pol = (build or generation_backend)(jobs[0].model, jobs[0].backend, jobs[0].device, jobs[0].dtype, cache=cache)
     try: return [evaluate_seed(j, pol, cache) for j in jobs]
@@ -114,14 +120,16 @@ def evaluate_job(j:EvalJob) -> tuple[pd.DataFrame, list]:
 
 # %% ../nbs/10_evaluate.ipynb #f6c9b598
 def plan_evaluation(jobs:list[EvalJob], device:str) -> list[list[int]]:
-    "Units of work, as indices into `jobs`: on the CPU one per job; on a GPU one per policy, all its seeds on one engine."
+    ("Units of work, as indices into `jobs`: on the CPU one per job; on a GPU one per policy, all its seeds on one "
+     "engine.")
     if on_cpu(device): return [[k] for k in range(len(jobs))]
     units = {}
     for k, j in enumerate(jobs): units.setdefault((j.model, j.backend, j.device, j.dtype), []).append(k)
     return list(units.values())
 
 def run_evaluation(jobs:list[EvalJob], workers:int, device:str, build:Callable|None=None) -> list[tuple[pd.DataFrame, list]]:
-    "Every job's result, in the jobs' order: the units of `plan_evaluation` over `n_workers(workers, device)` processes."
+    ("Every job's result, in the jobs' order: the units of `plan_evaluation` over `n_workers(workers, device)` "
+     "processes.")
     units = plan_evaluation(jobs, device)
     done = pmap(partial(evaluate_policy_jobs, build=build), [[jobs[k] for k in u] for u in units], n_workers(workers, device))
     out = {k: r for u, rs in zip(units, done) for k, r in zip(u, rs)}
@@ -129,7 +137,8 @@ def run_evaluation(jobs:list[EvalJob], workers:int, device:str, build:Callable|N
 
 # %% ../nbs/10_evaluate.ipynb #4d7ab99f
 def table2(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
-    "Table 2 (mean ± std over seeds) from per-conversation `results` with columns method, task, seed, score, policy_tokens."
+    ("Table 2 (mean ± std over seeds) from per-conversation `results` with columns method, task, seed, score, "
+     "policy_tokens.")
     per_seed = results.groupby(["method", "task", "seed"]).agg(score=("score", "mean"), toks=("policy_tokens", "mean")).reset_index()
     per_seed["score"] *= 100
     per_seed["toks"] /= 1000
@@ -159,7 +168,8 @@ def paired_diffs(results:pd.DataFrame, a:str, b:str, task:str) -> np.ndarray:
 
 # %% ../nbs/10_evaluate.ipynb #c3d38217
 def table2_paired(results:pd.DataFrame, tasks:list[str], comparisons=None, n_resamples:int=2000, seed:int=0) -> pd.DataFrame:
-    "One row per comparison and task (and their average): the paired difference ×100, its 95 % CI, items, whether the CI excludes 0."
+    ("One row per comparison and task (and their average): the paired difference ×100, its 95 % CI, items, whether the "
+     "CI excludes 0.")
     rows = []
     for a, b in comparisons or COMPARISONS:
         if not {a, b} <= set(results.method): continue
@@ -187,7 +197,8 @@ def table2_seeds(results:pd.DataFrame, base:str="Base") -> pd.DataFrame:
 
 # %% ../nbs/10_evaluate.ipynb #3fe354ef
 def table2_over_seeds(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFrame:
-    "Table 2 with ± over training runs (each pooled over its evaluation seeds) for methods trained more than once; over evaluation seeds for the rest."
+    ("Table 2 with ± over training runs (each pooled over its evaluation seeds) for methods trained more than once; "
+     "over evaluation seeds for the rest.")
     runs = results.groupby("method").train_seed.nunique()
     many = results[results.method.map(runs) > 1]
     once = results[results.method.map(runs) == 1]
@@ -200,7 +211,8 @@ def table2_over_seeds(results:pd.DataFrame, paper:dict|None=None) -> pd.DataFram
 
 # %% ../nbs/10_evaluate.ipynb #bfaefbd5
 def scores_by_seed(results:pd.DataFrame) -> pd.DataFrame:
-    "Each training run's score ×100 per method and task, and the tasks' average: its mean over evaluation seeds and items."
+    ("Each training run's score ×100 per method and task, and the tasks' average: its mean over evaluation seeds and "
+     "items.")
     per = results.groupby(["method", "task", "train_seed"], sort=False).score.mean().mul(100).reset_index()
     if per.task.nunique() < 2: return per
     full = per.groupby(["method", "train_seed"], sort=False).task.transform("nunique") == per.task.nunique()
@@ -208,7 +220,8 @@ def scores_by_seed(results:pd.DataFrame) -> pd.DataFrame:
     return pd.concat([per, avg[per.columns]], ignore_index=True)
 
 def seed_differences(by_seed:pd.DataFrame, a:str, b:str, task:str) -> pd.Series:
-    "Per training seed, method `a`'s score minus `b`'s on `task` (×100); a method with one run is compared with every run of the other."
+    ("Per training seed, method `a`'s score minus `b`'s on `task` (×100); a method with one run is compared with every "
+     "run of the other.")
     pick = lambda m: by_seed[(by_seed.method == m) & (by_seed.task == task)].set_index("train_seed").score
     A, B = pick(a), pick(b)
     if len(A) == 1 and len(B) > 1: A = pd.Series(A.iloc[0], index=B.index)
@@ -217,7 +230,8 @@ def seed_differences(by_seed:pd.DataFrame, a:str, b:str, task:str) -> pd.Series:
 
 # %% ../nbs/10_evaluate.ipynb #1be1fc0b
 def table2_seed_paired(by_seed:pd.DataFrame, tasks:list[str], comparisons=None, paper:dict|None=None) -> pd.DataFrame:
-    "One row per comparison and task (and the average): the mean paired difference over training seeds ×100, its t interval, each seed's difference, and the seeds that would resolve the paper's math-chat effect."
+    ("One row per comparison and task (and the average): the mean paired difference over training seeds ×100, its t "
+     "interval, each seed's difference, and the seeds that would resolve the paper's math-chat effect.")
     rows = []
     for a, b in comparisons or COMPARISONS:
         if not {a, b} <= set(by_seed.method): continue

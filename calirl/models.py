@@ -55,7 +55,8 @@ def _template(trained:str, opens:str) -> str:
     "A ChatML template whose `trained` role's content (and its `<|im_end|>`) is the generation span."
     return ("{%- for m in messages -%}"
             "{%- if m['role'] == '" + trained + "' -%}"
-            "{{ '<|im_start|>' + m['role'] + '\\n' }}{% generation %}{{ m['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+            "{{ '<|im_start|>' + m['role'] + '\\n' }}{% generation %}{{ m['content'] + '<|im_end|>' }}{% endgeneration "
+            "%}{{ '\\n' }}"
             "{%- else -%}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{%- endif -%}"
             "{%- endfor -%}"
             "{%- if add_generation_prompt -%}{{ '<|im_start|>" + opens + "\\n' }}{%- endif -%}")
@@ -91,21 +92,25 @@ def with_hub_template(tok, family:str):
     return tok
 
 def simulator_template(tok):
-    "A copy of `tok` whose template trains and opens the simulator's turns: calirl's own for a tiny tokenizer, else the hub template's training version."
+    ("A copy of `tok` whose template trains and opens the simulator's turns: calirl's own for a tiny tokenizer, else "
+     "the hub template's training version.")
     from trl.chat_template_utils import get_training_chat_template, has_generation_markers
     if tok.chat_template is None or tok.chat_template in CHAT_TEMPLATES.values(): return with_role(tok, "simulator")
     try: tmpl = get_training_chat_template(tok) or tok.chat_template
     except ValueError: tmpl = tok.chat_template                     # TRL knows no training version of it
     if not has_generation_markers(tmpl):
-        raise ValueError("this chat template marks no generation spans and TRL has no training version of it, so a simulator "
-                         "cannot be trained on its own turns; give the tokenizer a template with {% generation %} markers")
+        raise ValueError("this chat template marks no generation spans and TRL has no training version of it, so a "
+                         "simulator "
+                         "cannot be trained on its own turns; give the tokenizer a template with {% generation %} "
+                         "markers")
     tok = copy.deepcopy(tok)
     tok.chat_template = tmpl
     return tok
 
 # %% ../nbs/04_models.ipynb #6dabca0f
 def turn_end_token(tokenizer) -> str|None:
-    "The special token the chat template writes right after an assistant message (ChatML's `<|im_end|>`, Gemma-3's `<end_of_turn>`); else the eos."
+    ("The special token the chat template writes right after an assistant message (ChatML's `<|im_end|>`, Gemma-3's "
+     "`<end_of_turn>`); else the eos.")
     if not tokenizer.chat_template: return tokenizer.eos_token
     text = tokenizer.apply_chat_template([{"role": "user", "content": "U"}, {"role": "assistant", "content": "\x00A"}], tokenize=False)
     after = tokenizer(text[text.index("\x00A") + 2:], add_special_tokens=False)["input_ids"][:1]
@@ -154,7 +159,8 @@ def build_tiny_model(tokenizer, arch:str="qwen2", hidden:int=128, layers:int=2, 
 REDUCTIONS_PER_LAYER = 12   # the longest chain of sums in one decoder layer of either family (Gemma-3's has the most norms)
 
 def forward_reduction(config, T:int, logprobs:bool=False) -> tuple[int, int]:
-    "(n, d) of a decoder's forward pass over `T` positions: its longest sum and the number of sums chained along one token's path (one more, over the vocabulary, for log-probabilities)."
+    ("(n, d) of a decoder's forward pass over `T` positions: its longest sum and the number of sums chained along one "
+     "token's path (one more, over the vocabulary, for log-probabilities).")
     heads = getattr(config, "num_attention_heads", 1)
     width = heads * (getattr(config, "head_dim", None) or config.hidden_size // heads)
     n = max(config.hidden_size, config.intermediate_size, width, T, config.vocab_size if logprobs else 0)
@@ -176,13 +182,15 @@ def check_tokenizer(tok, path:str|Path, texts:Iterable[str]=CHECK_TEXTS) -> None
         for what, a, b in [("vocabulary size", len(tok), len(t2)), ("eos id", tok.eos_token_id, t2.eos_token_id),
                            ("pad id", tok.pad_token_id, t2.pad_token_id), ("chat template", tok.chat_template, t2.chat_template),
                            *[(f"ids of {t!r}", tok(t).input_ids, t2(t).input_ids) for t in texts]]:
-            if a != b: raise TokenizerMismatchError(f"{name}.from_pretrained({path}) differs from the tokenizer saved: {what}: {a} vs {b}")
+            if a != b: raise TokenizerMismatchError(f"{name}.from_pretrained({path}) differs from the tokenizer saved: "
+                                                    f"{what}: {a} vs {b}")
         if tok.chat_template and tok.apply_chat_template(chat, return_dict=False) != t2.apply_chat_template(chat, return_dict=False):
             raise TokenizerMismatchError(f"{name}.from_pretrained({path}) renders the chat template to different ids")
 
 # %% ../nbs/04_models.ipynb #2d5fa0ae
 def save_model(model, tok, path:str|Path, check_texts:Iterable[str]=CHECK_TEXTS, state_dict:dict|None=None) -> Path:
-    "Save `model` (safetensors; its weights from `state_dict` when given) and `tok` to the folder `path` atomically, after checking the tokenizer reloads as itself."
+    ("Save `model` (safetensors; its weights from `state_dict` when given) and `tok` to the folder `path` atomically, "
+     "after checking the tokenizer reloads as itself.")
     with atomic_path(path) as t:
         own = {} if hasattr(model, "peft_config") else dict(save_original_format=False)   # the model's own names (see `causal_lm`)
         model.save_pretrained(t, state_dict=state_dict, **own)   # safetensors; a PEFT model saves its adapter (load_model finds the base)
@@ -232,7 +240,8 @@ def load_tokenizer(name_or_path:str|Path, trust_remote_code:bool=False):
 TEXT_KEYS = {r"^model\.language_model\.": "model.", r"^language_model\.model\.": "model.", r"^language_model\.lm_head\.": "lm_head."}
 
 def causal_lm(name_or_path:str, **kw):
-    "`AutoModelForCausalLM.from_pretrained` (a hub id may be pinned, `org/model@revision`), except that a multimodal checkpoint loads as its text model alone (every weight from the checkpoint)."
+    ("`AutoModelForCausalLM.from_pretrained` (a hub id may be pinned, `org/model@revision`), except that a multimodal "
+     "checkpoint loads as its text model alone (every weight from the checkpoint).")
     from transformers import AutoConfig
     name_or_path, kw["revision"] = split_revision(name_or_path)
     cfg = AutoConfig.from_pretrained(name_or_path, revision=kw["revision"], trust_remote_code=kw.get("trust_remote_code", False))
@@ -240,7 +249,8 @@ def causal_lm(name_or_path:str, **kw):
     if text is cfg:
         model, info = AutoModelForCausalLM.from_pretrained(name_or_path, output_loading_info=True, **kw)
         if info["missing_keys"]:                                         # transformers would start them from random values
-            raise ValueError(f"{name_or_path}: {len(info['missing_keys'])} weight(s) of {type(model).__name__} are not in the "
+            raise ValueError(f"{name_or_path}: {len(info['missing_keys'])} weight(s) of {type(model).__name__} are not "
+                             f"in the "
                              f"checkpoint, e.g. {sorted(info['missing_keys'])[:3]}")
         return model
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
@@ -251,7 +261,8 @@ def causal_lm(name_or_path:str, **kw):
     try: model, info = cls.from_pretrained(name_or_path, config=text, key_mapping=TEXT_KEYS, output_loading_info=True, **kw)
     finally: hf_logging.set_verbosity(level)
     if info["missing_keys"]:
-        raise ValueError(f"{name_or_path}: its text model ({cls.__name__}) lacks {len(info['missing_keys'])} weight(s) in the checkpoint, "
+        raise ValueError(f"{name_or_path}: its text model ({cls.__name__}) lacks {len(info['missing_keys'])} weight(s) "
+                         f"in the checkpoint, "
                          f"e.g. {sorted(info['missing_keys'])[:3]}")
     return model
 
@@ -269,7 +280,8 @@ def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:
         if adapter.is_file():                     # a saved PEFT adapter: base model first, then the adapter
             from peft import PeftModel
             base = json.loads(adapter.read_text()).get("base_model_name_or_path")
-            if not base: raise ValueError(f"the adapter at {p} names no base model (base_model_name_or_path); save the base model to a folder and train from it")
+            if not base: raise ValueError(f"the adapter at {p} names no base model (base_model_name_or_path); save the "
+                                          f"base model to a folder and train from it")
             model = PeftModel.from_pretrained(causal_lm(base, **kw), str(p), is_trainable=lora is not None)
         else: model = causal_lm(str(name_or_path), **kw)
         tok = load_tokenizer(name_or_path, trust_remote_code)
@@ -284,7 +296,8 @@ def load_model(name_or_path:str|Path, device:str="auto", dtype:str="auto", lora:
 
 # %% ../nbs/04_models.ipynb #b7e1c0a2
 def tiny_multimodal(tok, hidden:int=64, layers:int=1, seed:int=0):
-    "A randomly initialised tiny `Gemma3ForConditionalGeneration` (Gemma-3-4B-IT's class) over `tok`'s vocabulary, in eval mode."
+    ("A randomly initialised tiny `Gemma3ForConditionalGeneration` (Gemma-3-4B-IT's class) over `tok`'s vocabulary, in "
+     "eval mode.")
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, SiglipVisionConfig
     vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=1, image_size=28, patch_size=14)
     cfg = Gemma3Config(text_config=tiny_config("gemma3", hidden, layers, len(tok)).to_dict(), mm_tokens_per_image=4, vision_config=vision.to_dict())
@@ -303,7 +316,8 @@ STANDIN_SAMPLING = dict(do_sample=True, top_k=0)   # what `transformers serve` r
 
 # %% ../nbs/04_models.ipynb #00b9c340
 def standin_texts(items:list) -> list[str]:
-    "What the stand-ins' tokenizer learns from: the items' texts and answers, and every prompt of the paper the kit sends."
+    ("What the stand-ins' tokenizer learns from: the items' texts and answers, and every prompt of the paper the kit "
+     "sends.")
     from calirl import prompts
     texts = [t for it in items for t in (it.x, str(it.y_star))]
     return texts + [v for k, v in sorted(vars(prompts).items()) if k.isupper() and isinstance(v, str) and len(v) > 40]
@@ -324,7 +338,8 @@ def build_standin(tok, arch:str, family:str, path:str|Path, hidden:int=32, layer
 
 # %% ../nbs/04_models.ipynb #94b65f99
 def build_standins(folder:str|Path, n_items:int, hidden:int, layers:int, vocab_size:int, seed:int=0) -> Path:
-    "Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if built alike."
+    ("Fill `folder` with the `STANDINS` models and `data/<task>.parquet` (`n_items` conversations per task); kept if "
+     "built alike.")
     from calirl.tasks import TASKS, tiny_items, write_collabllm_fixture
     folder = Path(folder)
     spec = dict(n_items=n_items, hidden=hidden, layers=layers, vocab_size=vocab_size, seed=seed, models=STANDINS,

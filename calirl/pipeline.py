@@ -32,8 +32,10 @@ NB_PATTERN = re.compile(r"^(\d\d[a-z]?)_(\w+)\.ipynb$")
 def find_project(start:str|Path|None=None) -> Path:
     "The project root: the first folder from `start` (default: cwd) upward with `settings.ini` and `nbs/`."
     try: return project_root(start, ("settings.ini", "nbs"))
-    except ProfileError: raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above {Path(start or Path.cwd()).resolve()}; "
-                                             "create one with `calirl init DIR`, run from a clone of the repository, or pass --root") from None
+    except ProfileError: raise PipelineError(f"no calirl project (a folder with settings.ini and nbs/) at or above "
+                                             f"{Path(start or Path.cwd()).resolve()}; "
+                                             "create one with `calirl init DIR`, run from a clone of the repository, "
+                                             "or pass --root") from None
 
 def list_notebooks(root:str|Path) -> list[Path]:
     "The pipeline's notebooks under `root/nbs`, in run order."
@@ -51,15 +53,18 @@ def select(names:list[str], wanted:str) -> str:
 
 # %% ../nbs/00a_reproduce.ipynb #123a7242
 def project_template() -> Path:
-    "The project this calirl ships: `calirl/_project` in an installed wheel, else the clone an editable install points into."
+    ("The project this calirl ships: `calirl/_project` in an installed wheel, else the clone an editable install "
+     "points into.")
     import calirl
     pkg = Path(calirl.__file__).resolve().parent
     for d in (pkg / "_project", pkg.parent):
         if (d / "settings.ini").is_file() and (d / "nbs").is_dir() and list_notebooks(d): return d
-    raise PipelineError(f"this calirl ({pkg}) carries no notebooks: install it from a wheel or a clone of the repository")
+    raise PipelineError(f"this calirl ({pkg}) carries no notebooks: install it from a wheel or a clone of the "
+                        f"repository")
 
 def init_project(dest:str|Path, template:str|Path|None=None) -> list[Path]:
-    "Copy `settings.ini` and the numbered notebooks of `template` (default: `project_template()`) into `dest`; the files written."
+    ("Copy `settings.ini` and the numbered notebooks of `template` (default: `project_template()`) into `dest`; the "
+     "files written.")
     src, dest = Path(template or project_template()), Path(dest)
     pairs = [(src / "settings.ini", dest / "settings.ini")] + [(p, dest / "nbs" / p.name) for p in list_notebooks(src)]
     there = [str(d.relative_to(dest)) for _, d in pairs if d.exists()]
@@ -80,7 +85,8 @@ def declared_parameters(nb_path:str|Path) -> dict[str, Any]:
     "Names and literal default values assigned in the `parameters` cell of notebook `nb_path`."
     nb_path = Path(nb_path)
     cells = [c for c in json.loads(nb_path.read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
-    if len(cells) != 1: raise PipelineError(f"{nb_path.name} must have exactly one cell tagged `parameters`, found {len(cells)}")
+    if len(cells) != 1: raise PipelineError(f"{nb_path.name} must have exactly one cell tagged `parameters`, found "
+                                            f"{len(cells)}")
     out = {}
     for node in ast.parse(_source(cells[0])).body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
@@ -90,11 +96,14 @@ def declared_parameters(nb_path:str|Path) -> dict[str, Any]:
 
 # %% ../nbs/00a_reproduce.ipynb #a87bd654
 def notebook_parameters(nb_path:str|Path, prof:Profile, run_dir:str|Path, figures_dir:str|Path, overrides:dict|None=None) -> dict[str, Any]:
-    "The papermill parameters for `nb_path` in a run of profile `prof` with `-p` `overrides`: those of `RUNNER_PARAMS` its cell declares."
+    ("The papermill parameters for `nb_path` in a run of profile `prof` with `-p` `overrides`: those of "
+     "`RUNNER_PARAMS` its cell declares.")
     decl = declared_parameters(nb_path)
     bad = [k for k in decl if k not in RUNNER_PARAMS]
-    if bad: raise PipelineError(f"{Path(nb_path).name}: the parameters cell sets {', '.join(f'`{k}`' for k in bad)}; it may name only "
-                                f"{', '.join(RUNNER_PARAMS)}: read settings from the profile (`prof = notebook_profile(profile, overrides)`, then `prof.<key>`)")
+    if bad: raise PipelineError(f"{Path(nb_path).name}: the parameters cell sets {', '.join(f'`{k}`' for k in bad)}; "
+                                f"it may name only "
+                                f"{', '.join(RUNNER_PARAMS)}: read settings from the profile (`prof = "
+                                f"notebook_profile(profile, overrides)`, then `prof.<key>`)")
     supplied = dict(profile=prof.name, overrides=dict(overrides or {}), run_dir=str(run_dir), figures_dir=str(figures_dir))
     return {k: supplied[k] for k in decl}
 
@@ -110,12 +119,14 @@ def code_digest(nb_path:str|Path) -> str:
     return h.hexdigest()
 
 def settings_read(prof:Profile, reads:list[str]|None=None) -> dict[str, Any]:
-    "What a fingerprint covers: the profile's name and the values of the keys `reads` (every key when `None`), less `FINGERPRINT_IGNORES`."
+    ("What a fingerprint covers: the profile's name and the values of the keys `reads` (every key when `None`), less "
+     "`FINGERPRINT_IGNORES`.")
     keys = PROFILE_KEYS if reads is None else sorted(k for k in set(reads) if k in PROFILE_KEYS)
     return {"profile": prof.name, **{k: getattr(prof, k) for k in keys if k not in FINGERPRINT_IGNORES}}
 
 def fingerprint(prev:str, nb_path:str|Path, settings:dict) -> str:
-    "Chained fingerprint of notebook `nb_path` run with `settings` (`settings_read`) after a notebook fingerprinted `prev`."
+    ("Chained fingerprint of notebook `nb_path` run with `settings` (`settings_read`) after a notebook fingerprinted "
+     "`prev`.")
     return hashlib.sha256(f"{prev}|{code_digest(nb_path)}|{json.dumps(settings, sort_keys=True)}".encode()).hexdigest()[:16]
 
 # %% ../nbs/00a_reproduce.ipynb #07af91c8
@@ -229,7 +240,8 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
 
 # %% ../nbs/00a_reproduce.ipynb #22d7271b
 def format_plan(prof:Profile, steps:list[Step], root:str|Path) -> str:
-    "A human-readable plan: the profile and its settings, then each notebook's action, the keys it read last time, and its artifacts."
+    ("A human-readable plan: the profile and its settings, then each notebook's action, the keys it read last time, "
+     "and its artifacts.")
     import textwrap
     run_dir, fig_dir = run_paths(root, prof.name)
     state = read_state(run_dir)
@@ -257,8 +269,10 @@ def format_plan(prof:Profile, steps:list[Step], root:str|Path) -> str:
         gh = gpu_hours(prof)
         todo_gh = {s.name: gh[s.name] for s in steps if s.name in gh and s.action == "run"}
         lo, hi = wall_clock_days(todo_gh, n_gpus := prof.processes or len(visible_gpus()) or 8)
-        lines.append(f"estimated total of the notebooks to run: {sum(todo_gh.values()):,.0f} GPU-hours: {lo:,.1f}–{hi:,.1f} days on {n_gpus} GPUs "
-                     f"(the FLOP floor at {UTILISATION:.0%} of peak – decode-bound generation at {DECODE_UTILISATION:.0%})")
+        lines.append(f"estimated total of the notebooks to run: {sum(todo_gh.values()):,.0f} GPU-hours: "
+                     f"{lo:,.1f}–{hi:,.1f} days on {n_gpus} GPUs "
+                     f"(the FLOP floor at {UTILISATION:.0%} of peak – decode-bound generation at "
+                     f"{DECODE_UTILISATION:.0%})")
     return "\n".join(lines)
 
 # %% ../nbs/00a_reproduce.ipynb #e20d3896
@@ -292,7 +306,8 @@ def source_cell(executed:str|Path, src:str|Path, idx:int) -> tuple[int, str]:
 
 # %% ../nbs/00a_reproduce.ipynb #18925f04
 def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Path|None=None) -> type:
-    "A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, `env` added to the kernel's environment, the kernel started in `cwd`."
+    ("A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, "
+     "`env` added to the kernel's environment, the kernel started in `cwd`.")
     from jupyter_client import AsyncKernelManager
     from traitlets import default
     class IPCKernelManager(AsyncKernelManager):
@@ -310,7 +325,9 @@ def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Pat
 
 # %% ../nbs/00a_reproduce.ipynb #6016105f
 def waits_for(name:str, names:list[str]) -> set[str]:
-    "The notebooks of `names` (run order) that notebook `name` waits for: those its stage `needs`, followed back through theirs, and every earlier notebook `STAGES` does not know; all earlier ones for a notebook it does not know."
+    ("The notebooks of `names` (run order) that notebook `name` waits for: those its stage `needs`, followed back "
+     "through theirs, and every earlier notebook `STAGES` does not know; all earlier ones for a notebook it does not "
+     "know.")
     before = names[:names.index(name)]
     want = stage(name).needs
     if "*" in want: return set(before)
@@ -385,7 +402,8 @@ def _lock(run_dir:Path, fig_dir:Path, name:str):
     return lock
 
 def _execute(s:Step, out:Path, progress:bool, env:dict|None=None) -> None:
-    "Run step `s` with papermill into a temporary beside `out`, kept as `out` when whole; `env` is added to its kernel's environment."
+    ("Run step `s` with papermill into a temporary beside `out`, kept as `out` when whole; `env` is added to its "
+     "kernel's environment.")
     import papermill as pm
     tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.ipynb")     # papermill wants the suffix
     # the kernel starts in the notebook's folder; papermill's own `cwd` would change this whole process's working folder for
@@ -405,7 +423,8 @@ def _failure(s:Step, out:Path, root:Path, e) -> str:
 
 # %% ../nbs/00a_reproduce.ipynb #88ff9c38
 def _run_one(s:Step, out:Path, root:Path, progress:bool, log:Callable, env:dict|None=None) -> tuple[str, int]:
-    "Execute step `s` into `out` (`env` added to its kernel's environment): its status and exit code, reported in one line on failure."
+    ("Execute step `s` into `out` (`env` added to its kernel's environment): its status and exit code, reported in one "
+     "line on failure.")
     from papermill.exceptions import PapermillExecutionError
     try: _execute(s, out, progress, env)
     except PapermillExecutionError as e:
@@ -431,7 +450,8 @@ def reads_path(run_dir:str|Path, name:str) -> Path:
     return Path(run_dir) / "notebooks" / f"{name}.reads.json"
 
 def read_reads(path:str|Path) -> list[str]|None:
-    "The keys listed in `path`: none when it is missing (the notebook read no profile), `None` (every key) when it is unreadable."
+    ("The keys listed in `path`: none when it is missing (the notebook read no profile), `None` (every key) when it is "
+     "unreadable.")
     p = Path(path)
     if not p.exists(): return []
     try: keys = json.loads(p.read_text())
@@ -460,7 +480,8 @@ def time_profile(state:dict):
     return pd.concat([df, pd.DataFrame([dict(notebook="total", status="", **total)])], ignore_index=True)
 
 def pool_profile(state:dict):
-    "A DataFrame, one row per notebook that used a worker pool: its wall seconds (`workers`), its jobs' core-seconds (`jobs`) by phase, the rest as `other`."
+    ("A DataFrame, one row per notebook that used a worker pool: its wall seconds (`workers`), its jobs' core-seconds "
+     "(`jobs`) by phase, the rest as `other`.")
     import pandas as pd
     cols = [k for k in PHASE_COLUMNS if k != "workers"]
     rows = []
@@ -477,7 +498,8 @@ def pool_profile(state:dict):
 
 # %% ../nbs/00a_reproduce.ipynb #1fb11f28
 def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str], steps:dict[str, Step], final:dict[str, str]) -> None:
-    "Fingerprint, in order, each notebook of `steps` that succeeded once its predecessor was settled: by the keys it read (`final` grows)."
+    ("Fingerprint, in order, each notebook of `steps` that succeeded once its predecessor was settled: by the keys it "
+     "read (`final` grows).")
     prev = ""
     for n in names:
         if n not in final:
@@ -497,7 +519,8 @@ def record_start(state:dict, run_dir:Path, n:str, fp:str, executed:Path) -> None
     reads_path(run_dir, n).unlink(missing_ok=True)
 
 def record_end(state:dict, run_dir:Path, n:str, code:int, t0:float) -> None:
-    "Record in `state` (and its file) how notebook `n`, started at `t0`, ended with exit `code`: status, times, phases, the keys it read."
+    ("Record in `state` (and its file) how notebook `n`, started at `t0`, ended with exit `code`: status, times, "
+     "phases, the keys it read.")
     status = "ok" if code == 0 else "interrupted" if code == 130 else "failed"
     state[n].update(status=status, elapsed_s=round(time.time() - t0, 2), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                     started_at=round(t0, 2), finished_at=round(time.time(), 2), phases=read_phases(phases_path(run_dir, n)),
@@ -574,7 +597,8 @@ def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, 
 TABLE_SUFFIXES = (".csv", ".md")
 
 def run_started(state:dict) -> float:
-    "When the run recorded in `state` (a `state.json`) started its first notebook, in seconds since the epoch; 0.0 when it records none."
+    ("When the run recorded in `state` (a `state.json`) started its first notebook, in seconds since the epoch; 0.0 "
+     "when it records none.")
     starts = [e["started_at"] for e in state.values() if isinstance(e, dict) and isinstance(e.get("started_at"), (int, float))]
     return float(min(starts, default=0.0))
 
@@ -593,7 +617,8 @@ def _csv_difference(a:Path, b:Path) -> str:
 
 # %% ../nbs/00a_reproduce.ipynb #df1c70e2
 def compare_runs(new:str|Path, old:str|Path, since:float=0.0):
-    "Each table in folder `new` (written at or after `since`) against `old`'s of the same name, and `old`'s with no twin: a DataFrame of `table`, `status`, `detail`."
+    ("Each table in folder `new` (written at or after `since`) against `old`'s of the same name, and `old`'s with no "
+     "twin: a DataFrame of `table`, `status`, `detail`.")
     import pandas as pd
     new, old = Path(new), Path(old)
     for d in (new, old):
@@ -613,7 +638,8 @@ def compare_runs(new:str|Path, old:str|Path, since:float=0.0):
 def format_comparison(df, new:str|Path, old:str|Path) -> str:
     "`compare_runs`' result as text: one summary line, then every table that is not identical."
     n = df["status"].value_counts()
-    lines = [f"{len(df)} tables compared, {new} against {old}: {n.get('identical', 0)} byte-identical, {n.get('differs', 0)} differ, "
+    lines = [f"{len(df)} tables compared, {new} against {old}: {n.get('identical', 0)} byte-identical, "
+             f"{n.get('differs', 0)} differ, "
              f"{n.get('only in new', 0)} only in new, {n.get('only in old', 0)} only in old"]
     for r in df[df["status"] != "identical"].itertuples():
         lines.append(f"- `{r.table}`: {r.status}" + (f" ({r.detail})" if r.detail else ""))

@@ -25,14 +25,16 @@ STATUSES = ("ok", "warn", "fail", "not checked")
 
 @dataclass(frozen=True)
 class Finding:
-    "One check's outcome: `what` was checked (data, hub, endpoint, layout), its `status`, the profile `key` it concerns, and the message."
+    ("One check's outcome: `what` was checked (data, hub, endpoint, layout), its `status`, the profile `key` it "
+     "concerns, and the message.")
     what: str
     status: str
     key: str
     message: str
 
     def __post_init__(self):
-        if self.status not in STATUSES: raise ValueError(f"status must be one of {', '.join(STATUSES)}, got {self.status!r}")
+        if self.status not in STATUSES: raise ValueError(f"status must be one of {', '.join(STATUSES)}, got "
+                                                         f"{self.status!r}")
 
     def line(self) -> str:
         "The finding as one line: status, check, key, message."
@@ -40,7 +42,8 @@ class Finding:
 
 # %% ../nbs/00g_preflight.ipynb #7ed69dd4
 def conversations_in(source:str|Path, task:str, revision:str="") -> int:
-    "Conversations (distinct `conv_id`s) of `task` in a local CollabLLM-schema `source` (profile `data_source`), or on the hub when it is empty."
+    ("Conversations (distinct `conv_id`s) of `task` in a local CollabLLM-schema `source` (profile `data_source`), or "
+     "on the hub when it is empty.")
     from calirl.tasks import task_source
     src = task_source(source, task)
     if Path(src).exists():
@@ -56,18 +59,25 @@ def task_data_findings(prof:Profile, task:str, conversations:int, where:str) -> 
     from calirl.tasks import oracle_draws
     M = conversations - prof.n_eval_items
     if M < 1:
-        return [Finding("data", "fail", "n_eval_items", f"{task}: {where} has {conversations:,} conversations, none left after holding out {prof.n_eval_items:,}; lower n_eval_items")]
+        return [Finding("data", "fail", "n_eval_items", f"{task}: {where} has {conversations:,} conversations, none "
+                                                        f"left after holding out {prof.n_eval_items:,}; lower "
+                                                        f"n_eval_items")]
     n_oracle = PerTask.of(prof, "n_oracle")[task]
     need, per = oracle_draws(n_oracle, prof.oracle_per_item, M)
     out = []
     if prof.n_train_items > M:
-        out.append(Finding("data", "fail", "n_train_items", f"{task}: {prof.n_train_items:,} RL prompts asked for, but {where} has {M:,} training "
-                           f"conversations ({conversations:,} less {prof.n_eval_items:,} held out); set n_train_items ≤ {M:,}"))
+        out.append(Finding("data", "fail", "n_train_items", f"{task}: {prof.n_train_items:,} RL prompts asked for, but "
+                                                            f"{where} has {M:,} training "
+                           f"conversations ({conversations:,} less {prof.n_eval_items:,} held out); set n_train_items "
+                           f"≤ {M:,}"))
     if need > M:
-        out.append(Finding("data", "fail", "oracle_per_item", f"{task}: {n_oracle:,} oracle trajectories at {per} per item need {need:,} items, there are "
+        out.append(Finding("data", "fail", "oracle_per_item", f"{task}: {n_oracle:,} oracle trajectories at {per} per "
+                                                              f"item need {need:,} items, there are "
                            f"{M:,}; set oracle_per_item ≥ {math.ceil(n_oracle / M)} (or 0: as few as cover them)"))
-    return out or [Finding("data", "ok", "data_source", f"{task}: {conversations:,} conversations at {where}: {prof.n_eval_items:,} held out, "
-                           f"{prof.n_train_items:,} RL prompts, {n_oracle:,} oracle trajectories, {per} on each of {need:,} items")]
+    return out or [Finding("data", "ok", "data_source", f"{task}: {conversations:,} conversations at {where}: "
+                                                        f"{prof.n_eval_items:,} held out, "
+                           f"{prof.n_train_items:,} RL prompts, {n_oracle:,} oracle trajectories, {per} on each of "
+                           f"{need:,} items")]
 
 # %% ../nbs/00g_preflight.ipynb #5f06e6cb
 def hub_offline(prof:Profile) -> bool:
@@ -82,13 +92,16 @@ def is_network_error(e:BaseException) -> bool:
 
 # %% ../nbs/00g_preflight.ipynb #9d217a7b
 def data_findings(prof:Profile, hub_reachable:bool=True) -> list[Finding]:
-    "The data checks of `prof` (its paths resolved, `calirl.settings.in_project`): one or more findings per task; none in the tiny world."
+    ("The data checks of `prof` (its paths resolved, `calirl.settings.in_project`): one or more findings per task; "
+     "none in the tiny world.")
     if prof.world != "collabllm": return []
     src = prof.data_source
     if src and prof.standins and Path(src).resolve().is_relative_to(Path(prof.standins).resolve()) and not Path(src).exists():
-        return [Finding("data", "not checked", "data_source", f"{src} is written by 04_models (standins) when the run starts")]
+        return [Finding("data", "not checked", "data_source", f"{src} is written by 04_models (standins) when the run "
+                                                              f"starts")]
     if not src and (hub_offline(prof) or not hub_reachable):
-        return [Finding("data", "not checked", "data_source", "not checked (offline): the hub's datasets cannot be counted without it")]
+        return [Finding("data", "not checked", "data_source", "not checked (offline): the hub's datasets cannot be "
+                                                              "counted without it")]
     out = []
     for t in prof.tasks:
         try: n = conversations_in(src, t, prof.data_revision)
@@ -102,7 +115,8 @@ def data_findings(prof:Profile, hub_reachable:bool=True) -> list[Finding]:
 
 # %% ../nbs/00g_preflight.ipynb #8f750323
 def hub_ids(prof:Profile) -> list[tuple[str, str, str]]:
-    "(key, repo id, revision) of each hub model and dataset `prof` reads (paths, `tiny`, `scripted`, `verifier` are not)."
+    ("(key, repo id, revision) of each hub model and dataset `prof` reads (paths, `tiny`, `scripted`, `verifier` are "
+     "not).")
     from calirl.tasks import COLLABLLM_HUB
     local = ("tiny", "tiny-base", "scripted", "verifier", "prompted", "")
     out = []
@@ -117,7 +131,8 @@ def hub_ids(prof:Profile) -> list[tuple[str, str, str]]:
 
 # %% ../nbs/00g_preflight.ipynb #4a734286
 def hub_findings(prof:Profile, timeout:float=10.0) -> list[Finding]:
-    "Whether the hub serves each model and dataset of `prof` to this machine's token: a gated one names its licence and `HF_TOKEN`."
+    ("Whether the hub serves each model and dataset of `prof` to this machine's token: a gated one names its licence "
+     "and `HF_TOKEN`.")
     ids = hub_ids(prof)
     if not ids: return []
     if hub_offline(prof): return [Finding("hub", "not checked", k, f"{r}: not checked (offline)") for k, r, _ in ids]
@@ -135,9 +150,11 @@ def hub_findings(prof:Profile, timeout:float=10.0) -> list[Finding]:
             out.append(Finding("hub", "ok", k, f"{repo}{'@' + rev if rev else ''}: readable"))
         except GatedRepoError:
             lic = (getattr(getattr(info, "card_data", None), "license", None) or "its licence")
-            out.append(Finding("hub", "fail", k, f"{repo} is gated ({lic}): accept the licence on its hub page, then set HF_TOKEN to a token of that account"))
+            out.append(Finding("hub", "fail", k, f"{repo} is gated ({lic}): accept the licence on its hub page, then "
+                                                 f"set HF_TOKEN to a token of that account"))
         except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-            out.append(Finding("hub", "fail", k, f"{repo}{'@' + rev if rev else ''}: {type(e).__name__} (a typo, a private repository or a revision that does not exist)"))
+            out.append(Finding("hub", "fail", k, f"{repo}{'@' + rev if rev else ''}: {type(e).__name__} (a typo, a "
+                                                 f"private repository or a revision that does not exist)"))
         except Exception as e:
             if not is_network_error(e): raise
             reachable = False
@@ -146,26 +163,31 @@ def hub_findings(prof:Profile, timeout:float=10.0) -> list[Finding]:
 
 # %% ../nbs/00g_preflight.ipynb #e37e61dc
 def served_models(base_url:str, timeout:float=5.0) -> list[str]:
-    "The model ids an OpenAI-compatible endpoint lists at `GET <base_url>/models` (the key from OPENAI_API_KEY, if set)."
+    ("The model ids an OpenAI-compatible endpoint lists at `GET <base_url>/models` (the key from OPENAI_API_KEY, if "
+     "set).")
     req = urllib.request.Request(f"{base_url.rstrip('/')}/models")
     if os.environ.get("OPENAI_API_KEY"): req.add_header("Authorization", f"Bearer {os.environ['OPENAI_API_KEY']}")
     with urllib.request.urlopen(req, timeout=timeout) as r: return [m["id"] for m in json.loads(r.read())["data"]]
 
 def endpoint_findings(prof:Profile, timeout:float=5.0) -> list[Finding]:
-    "Whether the endpoint the profile leaves to the user (`serve = false`) answers and serves `oracle_model` and `judge_model`."
+    ("Whether the endpoint the profile leaves to the user (`serve = false`) answers and serves `oracle_model` and "
+     "`judge_model`.")
     if prof.eval_backend != "openai" or prof.serve: return []
     names = {k: getattr(prof, k) for k in ("oracle_model", "judge_model") if getattr(prof, k) not in ("scripted", "verifier")}
     try: served = served_models(prof.openai_base_url, timeout)
     except (OSError, ValueError, KeyError) as e:
-        return [Finding("endpoint", "fail", "openai_base_url", f"nothing serves models at {prof.openai_base_url} ({type(e).__name__}): start the oracle/judge "
+        return [Finding("endpoint", "fail", "openai_base_url", f"nothing serves models at {prof.openai_base_url} "
+                                                               f"({type(e).__name__}): start the oracle/judge "
                         f"server first (docs/paper_scale.md), or set serve = true to have calirl start one")]
     return [Finding("endpoint", "ok" if m in served else "fail", k, f"{m} is served at {prof.openai_base_url}" if m in served else
-                    f"{prof.openai_base_url} serves {', '.join(served) or 'no model'}, not {m}: serve {m} there, or set {k} to what it serves")
+                    f"{prof.openai_base_url} serves {', '.join(served) or 'no model'}, not {m}: serve {m} there, or "
+                    f"set {k} to what it serves")
             for k, m in names.items()]
 
 # %% ../nbs/00g_preflight.ipynb #c9558e8b
 def visible_gpus() -> list[dict]:
-    "The CUDA GPUs this process may use (`index`, `used_mib`, `total_mib`), from `nvidia-smi` and `CUDA_VISIBLE_DEVICES`; [] without either."
+    ("The CUDA GPUs this process may use (`index`, `used_mib`, `total_mib`), from `nvidia-smi` and "
+     "`CUDA_VISIBLE_DEVICES`; [] without either.")
     if shutil.which("nvidia-smi") is None: return []
     q = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"], capture_output=True, text=True)
     if q.returncode: return []
@@ -180,11 +202,13 @@ def batch_findings(prof:Profile, procs:int) -> list[Finding]:
     "Whether each trainer's batch splits over `procs` processes: GRPO's, SFT's and DIAL's DPO's."
     out, per = [], prof.micro_batch or prof.grpo_batch // max(procs, 1)
     if per < 1 or prof.grpo_batch % (per * procs):
-        out.append(Finding("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} is not micro_batch ({per}) × processes ({procs}) × a whole "
+        out.append(Finding("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} is not micro_batch "
+                                                          f"({per}) × processes ({procs}) × a whole "
                            f"number of accumulation steps; use processes dividing {prof.grpo_batch // max(prof.micro_batch, 1):,}, or another micro_batch"))
     for key, b in (("sft_batch_size", prof.sft_batch_size), ("sft_batch_size", min(prof.sft_batch_size, 16))):
         if b % procs or (b // procs) % prof.sft_micro_batches:
-            out.append(Finding("layout", "fail", key, f"a batch of {b} (SFT; DIAL's DPO takes min(sft_batch_size, 16)) does not split over {procs} processes × "
+            out.append(Finding("layout", "fail", key, f"a batch of {b} (SFT; DIAL's DPO takes min(sft_batch_size, 16)) "
+                                                      f"does not split over {procs} processes × "
                                f"sft_micro_batches = {prof.sft_micro_batches}; use a multiple of {procs * prof.sft_micro_batches}"))
             break
     return out
@@ -195,15 +219,18 @@ def layout_findings(prof:Profile, gpus:list[dict]|None=None) -> list[Finding]:
     gpus = visible_gpus() if gpus is None else gpus
     cuda = prof.device == "cuda" or (prof.device == "auto" and gpus)
     if prof.device == "cuda" and not gpus:
-        return [Finding("layout", "fail", "device", "device = cuda, but this machine shows no CUDA GPU (nvidia-smi): run on the GPU node, or set device = cpu")]
+        return [Finding("layout", "fail", "device", "device = cuda, but this machine shows no CUDA GPU (nvidia-smi): "
+                                                    "run on the GPU node, or set device = cpu")]
     procs = prof.processes or (len(gpus) if cuda else 1)
     out = batch_findings(prof, procs)
     if cuda and procs > len(gpus):
-        out.append(Finding("layout", "fail", "processes", f"processes = {procs}, but {len(gpus)} GPU(s) are visible; lower processes or show more GPUs"))
+        out.append(Finding("layout", "fail", "processes", f"processes = {procs}, but {len(gpus)} GPU(s) are visible; "
+                                                          f"lower processes or show more GPUs"))
     busy = [g for g in gpus if g["used_mib"] > 2048] if cuda else []
     if busy:
         out.append(Finding("layout", "fail", "processes", "GPU " + ", ".join(f"{g['index']} ({g['used_mib'] / 1024:.0f} GiB taken)" for g in busy)
-                           + " already hold another process (the judge's server?): set CUDA_VISIBLE_DEVICES to the free GPUs"))
+                           + " already hold another process (the judge's server?): set CUDA_VISIBLE_DEVICES to the "
+                             "free GPUs"))
     return out or [Finding("layout", "ok", "processes", f"{procs} process(es){f' on {len(gpus)} GPU(s)' if cuda else ' on the CPU'}; every batch splits")]
 
 # %% ../nbs/00g_preflight.ipynb #a1775c52
@@ -211,33 +238,40 @@ VOCAB = {"google/gemma-3-4b-it": 262_208, "Qwen/Qwen2.5-7B-Instruct": 152_064}  
 LOGIT_BYTES = 6                          # bf16 logits, their gradient, the temperature-scaled copy
 
 def logits_findings(prof:Profile, gpus:list[dict]) -> list[Finding]:
-    "Whether the logits of one GRPO pass chunk fit in a quarter of one GPU's memory (GPU profiles; the policy's vocabulary from `VOCAB`)."
+    ("Whether the logits of one GRPO pass chunk fit in a quarter of one GPU's memory (GPU profiles; the policy's "
+     "vocabulary from `VOCAB`).")
     if prof.device == "cpu" or prof.policy_model not in VOCAB: return []
     rows = prof.grpo_chunk or prof.micro_batch or prof.grpo_batch
     gib = rows * max(PerTask.of(prof, "max_len")[t] for t in prof.tasks) * VOCAB[prof.policy_model] * LOGIT_BYTES / 2**30
     mem = min((g["total_mib"] / 1024 for g in gpus), default=80.0)
-    if gib <= mem / 4: return [Finding("layout", "ok", "grpo_chunk", f"the logits of one GRPO pass chunk take {gib:.0f} GiB of {mem:.0f}")]
+    if gib <= mem / 4: return [Finding("layout", "ok", "grpo_chunk", f"the logits of one GRPO pass chunk take "
+                                                                     f"{gib:.0f} GiB of {mem:.0f}")]
     fit = max(int(mem / 4 / (gib / rows)), 1)
-    return [Finding("layout", "fail", "grpo_chunk", f"the logits of one GRPO pass of {rows} rows take {gib:.0f} GiB of a {mem:.0f} GiB GPU; "
+    return [Finding("layout", "fail", "grpo_chunk", f"the logits of one GRPO pass of {rows} rows take {gib:.0f} GiB of "
+                                                    f"a {mem:.0f} GiB GPU; "
                     f"set grpo_chunk = {fit} (same loss and gradients, in chunks of {fit} rows)")]
 
 # %% ../nbs/00g_preflight.ipynb #4546a2cf
 PAPER_VERSIONS = {"torch": "2.13.0", "transformers": "5.17.0", "trl": "1.16.0", "accelerate": "1.16.0", "datasets": "5.2.0", "vllm": "0.31.0"}
 
 def installed_version(pkg:str) -> str|None:
-    "The installed version of distribution `pkg` without a local tag (`2.13.0+cpu` → `2.13.0`); None if it is not installed."
+    ("The installed version of distribution `pkg` without a local tag (`2.13.0+cpu` → `2.13.0`); None if it is not "
+     "installed.")
     from importlib.metadata import PackageNotFoundError, version
     try: return version(pkg).split("+")[0]
     except PackageNotFoundError: return None
 
 def version_findings(prof:Profile) -> list[Finding]:
-    "For a profile that generates with vLLM: vLLM installed (else a failure), and each package of `PAPER_VERSIONS` at its pin (else a warning)."
+    ("For a profile that generates with vLLM: vLLM installed (else a failure), and each package of `PAPER_VERSIONS` at "
+     "its pin (else a warning).")
     if "vllm" not in (prof.rollout_backend, prof.simulator_backend): return []
     key = "rollout_backend" if prof.rollout_backend == "vllm" else "simulator_backend"
     if installed_version("vllm") is None:
-        return [Finding("versions", "fail", key, f"{key} = vllm, but vLLM is not installed: on the GPU node, pip install -e '.[vllm]' -c constraints/paper.txt")]
+        return [Finding("versions", "fail", key, f"{key} = vllm, but vLLM is not installed: on the GPU node, pip "
+                                                 f"install -e '.[vllm]' -c constraints/paper.txt")]
     drift = {p: (installed_version(p), v) for p, v in PAPER_VERSIONS.items() if installed_version(p) != v}
-    return [Finding("versions", "warn", key, f"{p} {got or 'missing'} is installed; the paper path was tested with {want} (constraints/paper.txt)")
+    return [Finding("versions", "warn", key, f"{p} {got or 'missing'} is installed; the paper path was tested with "
+                                             f"{want} (constraints/paper.txt)")
             for p, (got, want) in drift.items()] or [Finding("versions", "ok", key, "the paper path's tested version set")]
 
 # %% ../nbs/00g_preflight.ipynb #24a368cb
@@ -267,7 +301,8 @@ GRPO_USERS = {"naive": "simulator_model", "calibrated": "simulator_model", "cali
 
 # %% ../nbs/00g_preflight.ipynb #ef5a8142
 def active_params(prof:Profile) -> dict[str, float]:
-    "Active parameters of each model `prof` runs: policy, simulator, oracle, judge (0 for the verifier); 1e9 for one `PARAMS` does not know."
+    ("Active parameters of each model `prof` runs: policy, simulator, oracle, judge (0 for the verifier); 1e9 for one "
+     "`PARAMS` does not know.")
     P = lambda name, default=1e9: PARAMS.get(name, default)
     return dict(policy=P(prof.policy_model), simulator=P(prof.simulator_model), oracle=P(prof.oracle_model, 22e9),
                 judge=PARAMS.get(prof.judge_model, 0.0))
@@ -313,7 +348,8 @@ def stage_flops(prof:Profile) -> dict[str, float]:
 
 # %% ../nbs/00g_preflight.ipynb #87484f23
 def gpu_hours(prof:Profile) -> dict[str, float]:
-    "Estimated GPU-hours per stage of a GPU run of `prof` at `UTILISATION` of `PEAK_FLOPS` (`06_sft_only`: 06's SFT alone)."
+    ("Estimated GPU-hours per stage of a GPU run of `prof` at `UTILISATION` of `PEAK_FLOPS` (`06_sft_only`: 06's SFT "
+     "alone).")
     return {k: v / (PEAK_FLOPS * UTILISATION) / 3600 for k, v in stage_flops(prof).items()}
 
 # %% ../nbs/00g_preflight.ipynb #cd53853a

@@ -271,7 +271,8 @@ def document_prompt(message:str) -> str:
     return DOCUMENT_PROMPT.format(message=message)
 
 def parse_document(text) -> tuple[str | None, Parsed]:
-    "The document an extraction reply holds ('' for none), or None when the reply has no `document` field; and the parse."
+    ("The document an extraction reply holds ('' for none), or None when the reply has no `document` field; and the "
+     "parse.")
     p = parse_json_output(text, DOCUMENT_FIELDS, "document")
     v = p.fields.get("document")
     return (v.strip() if isinstance(v, str) else None), p

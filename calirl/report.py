@@ -33,7 +33,8 @@ def stack_versions() -> dict[str, str]:
     return out
 
 def git_commit(root:str|Path) -> str:
-    "The short commit of the git checkout at `root`, marked when its code differs from it (a run's own figures do not count); outside git, `CALIRL_COMMIT` if set, else 'unknown'."
+    ("The short commit of the git checkout at `root`, marked when its code differs from it (a run's own figures do not "
+     "count); outside git, `CALIRL_COMMIT` if set, else 'unknown'.")
     run = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=30)
     given = os.environ.get("CALIRL_COMMIT", "").strip()     # set by whoever copied the notebooks out of their checkout (`.ci/gpu_check.py`)
     try: head = run("rev-parse", "--short", "HEAD")
@@ -48,7 +49,8 @@ def git_commit(root:str|Path) -> str:
 KERNEL_PINS = ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")   # environment variables that choose the CPU kernels
 
 def machine() -> str:
-    "One line on this machine: CPU model, cores, AVX-512 or AVX2, memory, the GPUs `nvidia-smi -L` lists, and any kernels pinned in the environment."
+    ("One line on this machine: CPU model, cores, AVX-512 or AVX2, memory, the GPUs `nvidia-smi -L` lists, and any "
+     "kernels pinned in the environment.")
     model, flags = platform.processor() or platform.machine(), set()
     try: info = Path("/proc/cpuinfo").read_text()
     except OSError: info = ""
@@ -66,7 +68,8 @@ def machine() -> str:
 
 # %% ../nbs/14_report.ipynb #ebc7438e
 def _injected(run_dir:Path) -> tuple[str|None, dict]:
-    "The profile name and overrides in the `injected-parameters` cell of the first executed notebook in `run_dir` that has one."
+    ("The profile name and overrides in the `injected-parameters` cell of the first executed notebook in `run_dir` "
+     "that has one.")
     for nb in sorted((run_dir / "notebooks").glob("*.ipynb")):
         try: cells = json.loads(nb.read_text())["cells"]
         except (OSError, ValueError, KeyError): continue
@@ -79,7 +82,9 @@ def _injected(run_dir:Path) -> tuple[str|None, dict]:
     return None, {}
 
 def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
-    "The profile keys the notebooks of `run_dir` read (the `reads` of their records that finished `ok`; every key for one that predates `reads`), with the values of the run's profile and overrides from `settings`, in `PROFILE_KEYS` order."
+    ("The profile keys the notebooks of `run_dir` read (the `reads` of their records that finished `ok`; every key for "
+     "one that predates `reads`), with the values of the run's profile and overrides from `settings`, in "
+     "`PROFILE_KEYS` order.")
     name, overrides = _injected(Path(run_dir))
     if name is None: return {}
     prof = load_profile(name, settings, overrides)
@@ -93,7 +98,8 @@ def keys_as_run(run_dir:str|Path, settings:str|Path="settings.ini") -> dict:
 TIME_TARGETS = {"tiny": 90 * 60, "smoke": 3 * 60}       # seconds on two idle cores
 
 def busy_seconds(state:dict) -> float|None:
-    "Wall seconds during which at least one notebook of a run state was running: the length of the union of their [start, finish] intervals (None without times)."
+    ("Wall seconds during which at least one notebook of a run state was running: the length of the union of their "
+     "[start, finish] intervals (None without times).")
     spans = sorted((e["started_at"], e["finished_at"]) for e in state.values()
                    if isinstance(e, dict) and isinstance(e.get("started_at"), (int, float)) and isinstance(e.get("finished_at"), (int, float)))
     if not spans: return None
@@ -106,13 +112,15 @@ def busy_seconds(state:dict) -> float|None:
     return total + hi - lo
 
 def time_budget(profile_t:pd.DataFrame, pools:pd.DataFrame|None, target_s:float, top:int=4, wall_s:float|None=None) -> str:
-    "Markdown: a run's wall time (`wall_s`, else its notebooks' summed time) against `target_s`, its `top` notebooks by share, and the phases of its largest worker pool."
+    ("Markdown: a run's wall time (`wall_s`, else its notebooks' summed time) against `target_s`, its `top` notebooks "
+     "by share, and the phases of its largest worker pool.")
     tp = profile_t[profile_t.notebook != "total"]
     total = float(tp.seconds.sum())
     run_s = total if wall_s is None else float(wall_s)
     verdict = "within it" if run_s <= target_s else f"{run_s - target_s:,.0f} s ({(run_s - target_s) / target_s:.0%}) over it"
     what = (f"Notebooks' time {total:,.0f} s" if wall_s is None else
-            f"Wall time with a notebook running {run_s:,.0f} s ({run_s / 60:.0f} minutes; the notebooks' own seconds sum to {total:,.0f})")
+            f"Wall time with a notebook running {run_s:,.0f} s ({run_s / 60:.0f} minutes; the notebooks' own seconds "
+            f"sum to {total:,.0f})")
     big = tp.nlargest(top, "seconds").assign(share=lambda t: t.seconds / total)
     out = [f"{what} against a target of {target_s:,.0f} s: {verdict}.\n",
            big[["notebook", "seconds", "share"]].to_markdown(index=False, floatfmt=(".0f", ".0f", ".0%")) + "\n"]
@@ -121,7 +129,8 @@ def time_budget(profile_t:pd.DataFrame, pools:pd.DataFrame|None, target_s:float,
         pool = pools.loc[pools.jobs.idxmax()]
         phases = [c for c in pools.columns if c not in ("notebook", "workers", "jobs")]
         shares = ", ".join(f"{c} {pool[c] / pool.jobs:.0%}" for c in sorted(phases, key=lambda c: -pool[c]) if pool[c] / pool.jobs >= 0.01)
-        out.append(f"Its largest worker pool, `{pool.notebook}`: {pool.workers:,.0f} s of wall time, {pool.jobs:,.0f} core-seconds of jobs — {shares}.\n")
+        out.append(f"Its largest worker pool, `{pool.notebook}`: {pool.workers:,.0f} s of wall time, {pool.jobs:,.0f} "
+                   f"core-seconds of jobs — {shares}.\n")
     return "\n".join(out)
 
 # %% ../nbs/14_report.ipynb #1f391877
@@ -138,23 +147,28 @@ def paired_wide(paired:pd.DataFrame) -> pd.DataFrame:
 
 # %% ../nbs/14_report.ipynb #136a6da6
 def cpu_note(figures_dir:str|Path) -> str:
-    "The report's paragraph on the CPU kind: this run's base policy (from `base_policy_checks.csv`) and how to compare runs made on other CPUs."
+    ("The report's paragraph on the CPU kind: this run's base policy (from `base_policy_checks.csv`) and how to "
+     "compare runs made on other CPUs.")
     p = Path(figures_dir) / "base_policy_checks.csv"
     own = ""
     if p.exists():
         b = pd.read_csv(p).set_index("task")
         own = (" This run's base policy, told everything the user withholds, answers right " +
                "; ".join(f"{b.loc[t, 'informed_right']:.3f} of the time on {t} (a perfect asker reaches {b.loc[t, 'perfect_asker']:.3f})" for t in b.index) + ".")
-    return (f"The tiny models train in fp32 on this machine's kernels ({machine()}). Another CPU kind adds the same sums in another "
-            f"order, and training turns those last-bit differences into another model, so its tables differ from these.{own} "
+    return (f"The tiny models train in fp32 on this machine's kernels ({machine()}). Another CPU kind adds the same "
+            f"sums in another "
+            f"order, and training turns those last-bit differences into another model, so its tables differ from "
+            f"these.{own} "
             "Across machines, compare the claims' verdicts, the precondition checks and whether intervals overlap "
-            "(`calirl compare NEW OLD` names the tables that differ), not bytes: byte-identical tables come only from the same "
+            "(`calirl compare NEW OLD` names the tables that differ), not bytes: byte-identical tables come only from "
+            "the same "
             "commit on the same CPU kind with the same kernels.\n")
 
 # %% ../nbs/14_report.ipynb #d1572196
 def _section(title:str, path:Path, body) -> str:
     "A report section: `body(path)` when `path` exists, else a line naming what is missing."
-    return f"## {title}\n\n" + (body(path) if path.exists() else f"*Missing: `{path.name}` was not written by this run.*") + "\n"
+    return f"## {title}\n\n" + (body(path) if path.exists() else f"*Missing: `{path.name}` was not written by this "
+                                                                 f"run.*") + "\n"
 
 # %% ../nbs/14_report.ipynb #5ce91990
 def _table2_sections(fig:Path) -> list[str]:
@@ -197,7 +211,8 @@ def _time_sections(fig:Path, profile:str, run_dir:str|Path) -> list[str]:
 
 # %% ../nbs/14_report.ipynb #cc0946ea
 def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Path, keys:dict|None=None) -> str:
-    "The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run` of `run_dir` and `root`'s settings.ini."
+    ("The run report of `profile` as Markdown, from `figures_dir` and `run_dir`; `keys` default to `keys_as_run` of "
+     "`run_dir` and `root`'s settings.ini.")
     fig = Path(figures_dir)
     keys = keys_as_run(run_dir, Path(root) / "settings.ini") if keys is None else keys
     stack = ", ".join(f"{k} {v}" for k, v in stack_versions().items())
@@ -208,7 +223,8 @@ def run_report(profile:str, run_dir:str|Path, figures_dir:str|Path, root:str|Pat
     out.append("## What the CPU does to these numbers\n\n" + cpu_note(fig))
     out += _table2_sections(fig)
     shown = [f"![{t}]({n})" for n, t in FIGURES.items() if (fig / n).exists()]
-    out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this run.*") + "\n")
+    out.append("## Key figures\n\n" + ("\n".join(shown) if shown else "*None of the key figures was written by this "
+                                                                      "run.*") + "\n")
     out += _time_sections(fig, profile, run_dir)
     rows = "\n".join(f"| `{k}` | `{json.dumps(v, ensure_ascii=False)}` |" for k, v in keys.items())
     out.append("## Profile keys as run\n\n" + ("| key | value |\n|---|---|\n" + rows if keys else "*No keys found.*") + "\n")
@@ -239,14 +255,16 @@ SEED_CLAIMS = [          # claim, comparison, task, direction (+1: the first is 
     ("calibrated beats naive", "Calibrated Interactive − Naive Interactive", "math-chat", 1, ""),
     ("calibrated beats naive", "Calibrated Interactive − Naive Interactive", "average", 1, ""),
     ("static-context RL beats the base policy", "Static Context − Base", "math-chat", 1,
-     "the tiny world rewards a static turn only for what it says next, so static RL cannot credit a question whose payoff comes later"),
+     "the tiny world rewards a static turn only for what it says next, so static RL cannot credit a question whose "
+     "payoff comes later"),
     ("CollabLLM is level with the base policy", "CollabLLM − Base", "math-chat", 0, ""),
     ("training against DIAL's simulator is level with training against the Phase I one", "Calibrated + DIAL − Calibrated Interactive", "math-chat", 0,
      "not a claim of either paper: DIAL refines a simulator that 07 first trains to have artifacts"),
 ]
 
 def seed_verdict(per_seed, lo:float, hi:float, direction:int, margin:float=LEVEL_MARGIN) -> str:
-    "The verdict on a Table 2 claim from its per-seed differences and their t interval: `direction` +1 (the first row is better) or 0 (level)."
+    ("The verdict on a Table 2 claim from its per-seed differences and their t interval: `direction` +1 (the first row "
+     "is better) or 0 (level).")
     n = len(per_seed)
     if n < 2 or not (np.isfinite(lo) and np.isfinite(hi)): return f"inconclusive ({n} training seed{'s' if n != 1 else ''}: no interval over training runs)"
     if direction == 0: v = "reproduced" if -margin < lo and hi < margin else "not reproduced" if lo > 0 or hi < 0 else "inconclusive"
@@ -288,12 +306,14 @@ def _theory_claim(t:pd.DataFrame) -> dict:
                 verdict="reproduced" if worst >= 1 - 1e-9 and tight else "not reproduced")
 
 def _both(*verdicts:str) -> str:
-    "The verdict of a claim with several parts: reproduced if every part is, not reproduced if any part is not, else inconclusive."
+    ("The verdict of a claim with several parts: reproduced if every part is, not reproduced if any part is not, else "
+     "inconclusive.")
     return "reproduced" if all(v == "reproduced" for v in verdicts) else "not reproduced" if "not reproduced" in verdicts else "inconclusive"
 
 # %% ../nbs/14_report.ipynb #04cdea8a
 def _realism_claims(r:pd.DataFrame, comparison:pd.DataFrame|None=None) -> list[dict]:
-    "The calibration claim from `realism`, with `realism_comparison`'s intervals where the run made them (else point estimates)."
+    ("The calibration claim from `realism`, with `realism_comparison`'s intervals where the run made them (else point "
+     "estimates).")
     r = r.set_index("user")
     cmp = comparison.set_index("comparison") if comparison is not None and "comparison" in comparison else pd.DataFrame()
     out = []
@@ -303,7 +323,8 @@ def _realism_claims(r:pd.DataFrame, comparison:pd.DataFrame|None=None) -> list[d
                    effect=f"δ̂ {s.delta_mean:.3f} vs {a.delta_mean:.3f}; return gap {s.J_gap:.3f} vs {a.J_gap:.3f}")
         if "sft-simulator − artifact-simulator" in cmp.index and "delta_low" in cmp:
             c = cmp.loc["sft-simulator − artifact-simulator"]
-            row.update(ci=f"δ̂ difference [{c.delta_low:+.3f}, {c.delta_high:+.3f}]; gap difference [{c.gap_low:+.3f}, {c.gap_high:+.3f}]",
+            row.update(ci=f"δ̂ difference [{c.delta_low:+.3f}, {c.delta_high:+.3f}]; gap difference [{c.gap_low:+.3f}, "
+                          f"{c.gap_high:+.3f}]",
                        verdict=_both(_ci_verdict(-c.delta_high, -c.delta_low), _ci_verdict(-c.gap_high, -c.gap_low)))   # the claim: both differences < 0
         else:
             ok = s.delta_mean < a.delta_mean and s.J_gap < a.J_gap
@@ -317,7 +338,8 @@ def _fall(lo:float, hi:float) -> str:
     return "inconclusive (not measured)" if not (np.isfinite(lo) and np.isfinite(hi)) else _ci_verdict(-hi, -lo)
 
 def _dial_claims(o:pd.DataFrame, r:pd.DataFrame|None=None, control:pd.DataFrame|None=None, acceptance:pd.DataFrame|None=None) -> list[dict]:
-    "DIAL's three outcomes from `dial_outcomes` (07), its last version's return gap from `realism` (08), and what its discriminator can see (`dial_control`, `dial_acceptance_control`)."
+    ("DIAL's three outcomes from `dial_outcomes` (07), its last version's return gap from `realism` (08), and what its "
+     "discriminator can see (`dial_control`, `dial_acceptance_control`).")
     o = o.set_index("measure")
     a, b = o.loc["disc_accuracy"], o.iloc[0]
     span = f"{a.before_name} → {a.after_name}"
@@ -365,7 +387,8 @@ def _ablation_claim(a:pd.DataFrame) -> dict:
 
 # %% ../nbs/14_report.ipynb #771b9d43
 def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFrame:
-    "The papers' claims with this run's effect, CI and verdict, from the tables in `figures_dir` (the artifact claim from `ablation_dir` when given); a missing table: a row saying so."
+    ("The papers' claims with this run's effect, CI and verdict, from the tables in `figures_dir` (the artifact claim "
+     "from `ablation_dir` when given); a missing table: a row saying so.")
     fig, rows = Path(figures_dir), []
     read = lambda n: pd.read_csv(fig / f"{n}.csv") if (fig / f"{n}.csv").exists() else None
     missing = lambda claim, n: dict(claim=claim, evidence=f"`{n}` missing", effect="—", ci="—", verdict="not run")
@@ -413,17 +436,22 @@ def _notebook_seconds(figures_dir:Path) -> str:
     return f"{done.seconds.sum():,.1f} s ({done.seconds.sum() / 60:.0f} minutes) over {len(done)} notebooks"
 
 def folder_readme(figures_dir:str|Path) -> str:
-    "`figures/<profile>/README.md`: the command, commit, date, machine, stack and seconds of the run that wrote the folder, from its `report.md` and `time_profile.csv`."
+    ("`figures/<profile>/README.md`: the command, commit, date, machine, stack and seconds of the run that wrote the "
+     "folder, from its `report.md` and `time_profile.csv`.")
     fig = Path(figures_dir)
     h = report_header((fig / "report.md").read_text(encoding="utf-8"))
     rows = [("command", f"`calirl reproduce --profile {h['profile']}`"), ("commit", f"`{h['commit']}`"), ("written", h["written"]),
             ("machine", h["machine"] or "not recorded: this run's report predates the line that names the machine"),
             ("notebooks' time", _notebook_seconds(fig) or "not recorded"), ("stack", h["stack"])]
-    return (f"# `figures/{h['profile']}/`\n\nWhat `calirl reproduce --profile {h['profile']}` wrote. This page is written by the run's last notebook "
-            f"(`14_report`, `calirl.report.folder_readme`) from this folder's `report.md` and `time_profile.csv`.\n\n| | |\n|---|---|\n"
+    return (f"# `figures/{h['profile']}/`\n\nWhat `calirl reproduce --profile {h['profile']}` wrote. This page is "
+            f"written by the run's last notebook "
+            f"(`14_report`, `calirl.report.folder_readme`) from this folder's `report.md` and `time_profile.csv`.\n\n| "
+            f"| |\n|---|---|\n"
             + "\n".join(f"| {k} | {v} |" for k, v in rows)
-            + "\n\nOpen [`report.md`](report.md) first: the papers' claims with a verdict each, Table 2 with its paired intervals, the key "
-            "figures, the time per notebook and the keys as run. The tables (`.md` and `.csv`) and figures (`.png`) beside it are "
+            + "\n\nOpen [`report.md`](report.md) first: the papers' claims with a verdict each, Table 2 with its "
+              "paired intervals, the key "
+            "figures, the time per notebook and the keys as run. The tables (`.md` and `.csv`) and figures (`.png`) "
+            "beside it are "
             "the ones the report quotes.\n")
 
 # %% ../nbs/14_report.ipynb #024a3cd7

@@ -114,7 +114,8 @@ def judge_accuracy(generate:Callable, questions:list[str], golds:list[str], comp
 
 # %% ../nbs/02c_rewards.ipynb #18c2db4e
 def judge_interactivity(generate:Callable, histories:list[Chat], windows:list[list]) -> list[Score]:
-    "CollabLLM's interactivity from an LLM judge: how well the assistant's turns in each window worked with the user, in [0, 1]."
+    ("CollabLLM's interactivity from an LLM judge: how well the assistant's turns in each window worked with the user, "
+     "in [0, 1].")
     chats = [[{"role": "user", "content": interactivity_prompt(h, w)}] for h, w in zip(histories, windows)]
     if not chats: return []
     try: texts = list(generate(chats))
@@ -154,7 +155,8 @@ def fenced_document(text:str|None) -> str|None:
 
 # %% ../nbs/02c_rewards.ipynb #1760e6e6
 def judged_documents(generate:Callable, texts:list[str|None]) -> list[tuple[str | None, str]]:
-    "Per text: (the document the judge model copies out of it, 'ok'), or (None, why not); one `generate` call for the batch."
+    ("Per text: (the document the judge model copies out of it, 'ok'), or (None, why not); one `generate` call for the "
+     "batch.")
     out, todo = [("", "ok") for _ in texts], [k for k, t in enumerate(texts) if t]
     if not todo: return out
     try: replies, why = list(generate([[{"role": "user", "content": document_prompt(texts[k])}] for k in todo])), ""

@@ -57,7 +57,8 @@ def timed(phase:str):
 
 # %% ../nbs/00d_runtime.ipynb #4253c9e1
 def n_workers(workers:int, device:str) -> int:
-    "Worker processes for the profile key `workers` where models run on `device` (no default: a GPU takes 1): as given, or for 0 one per usable CPU core on the CPU and 1 elsewhere."
+    ("Worker processes for the profile key `workers` where models run on `device` (no default: a GPU takes 1): as "
+     "given, or for 0 one per usable CPU core on the CPU and 1 elsewhere.")
     if workers > 0: return workers
     if not on_cpu(device): return 1
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -90,7 +91,8 @@ def one_thread():
     return blas_threads(1)
 
 def _job(fn:Callable, job:Any, worker:bool) -> Any:
-    "`fn(job)` with one thread; in a worker, without the parent's phase file, as `(result, the job's phases and seconds)`."
+    ("`fn(job)` with one thread; in a worker, without the parent's phase file, as `(result, the job's phases and "
+     "seconds)`.")
     if not worker:
         with one_thread(): return fn(job)
     os.environ.pop("CALIRL_PHASES", None)
@@ -101,7 +103,8 @@ def _job(fn:Callable, job:Any, worker:bool) -> Any:
 
 # %% ../nbs/00d_runtime.ipynb #b0c2c139
 def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
-    "`[fn(j) for j in jobs]`, over `workers` processes when > 1; each job has one BLAS thread, so the results do not depend on `workers`."
+    ("`[fn(j) for j in jobs]`, over `workers` processes when > 1; each job has one BLAS thread, so the results do not "
+     "depend on `workers`.")
     jobs = list(jobs)
     if workers <= 1 or len(jobs) <= 1: return [_job(fn, j, False) for j in jobs]
     from joblib import Parallel, delayed
@@ -114,12 +117,14 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1) -> list:
 
 # %% ../nbs/00d_runtime.ipynb #3ec4edb9
 def trainer_threads(threads:int, device:str="cpu") -> int:
-    "BLAS threads for the training steps a notebook runs itself, from the profile key `threads`: on the CPU as given or, for 0, one per usable core; elsewhere 0 (torch's count)."
+    ("BLAS threads for the training steps a notebook runs itself, from the profile key `threads`: on the CPU as given "
+     "or, for 0, one per usable core; elsewhere 0 (torch's count).")
     return n_workers(threads, "cpu") if on_cpu(device) else 0
 
 # %% ../nbs/00d_runtime.ipynb #0646e4a1
 def interleaved(setups:dict[str, Callable[[], dict]], repeats:int=2) -> dict[str, list[dict]]:
-    "Call each of `setups` `repeats` times, in rounds whose order alternates (as given, then reversed, ...), so that no setup always runs first or last; each setup's results in round order."
+    ("Call each of `setups` `repeats` times, in rounds whose order alternates (as given, then reversed, ...), so that "
+     "no setup always runs first or last; each setup's results in round order.")
     if repeats < 1: raise ValueError(f"repeats must be at least 1, got {repeats}")
     names = list(setups)
     out = {k: [] for k in names}
@@ -128,7 +133,8 @@ def interleaved(setups:dict[str, Callable[[], dict]], repeats:int=2) -> dict[str
     return out
 
 def median_of(runs:list[dict]) -> dict:
-    "Key by key, the median over `runs` of the numbers; a value every run shares, and booleans and other values, as the first run has it."
+    ("Key by key, the median over `runs` of the numbers; a value every run shares, and booleans and other values, as "
+     "the first run has it.")
     import statistics
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     same = lambda k: all(r.get(k) == runs[0][k] for r in runs)
@@ -139,13 +145,15 @@ def median_of(runs:list[dict]) -> dict:
 UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
 def gamma_n(n:int, fmt:str="float32") -> float:
-    "γ_n = n·u / (1 − n·u): the relative error bound of a length-`n` sum accumulated in any order in the float format `fmt`."
+    ("γ_n = n·u / (1 − n·u): the relative error bound of a length-`n` sum accumulated in any order in the float format "
+     "`fmt`.")
     u = UNIT_ROUNDOFF[fmt]
     if n * u >= 1: raise ValueError(f"no bound for sums of {n:,} terms in {fmt}: n·u = {n * u:.3g} ≥ 1")
     return n * u / (1 - n * u)
 
 def order_bound(scale:float, n:int, depth:int=1, fmt:str="float32") -> float:
-    "The largest |a − b| between two evaluations of `depth` chained length-`n` reductions that differ only in summation order, on values of size `scale`."
+    ("The largest |a − b| between two evaluations of `depth` chained length-`n` reductions that differ only in "
+     "summation order, on values of size `scale`.")
     return 2 * depth * gamma_n(n, fmt) * float(scale)
 
 # %% ../nbs/00d_runtime.ipynb #b3171222
@@ -156,12 +164,14 @@ def _as_array(a):
     return np.asarray(a, dtype=np.float64)
 
 def assert_order_close(a, b, n:int, depth:int=1, fmt:str="float32", scale:float|None=None) -> float:
-    "Assert `a` and `b` differ by at most `order_bound(scale, n, depth)` (`scale`: the largest |value| of either); return the largest difference."
+    ("Assert `a` and `b` differ by at most `order_bound(scale, n, depth)` (`scale`: the largest |value| of either); "
+     "return the largest difference.")
     a, b = _as_array(a), _as_array(b)
     if a.shape != b.shape: raise AssertionError(f"shapes differ: {a.shape} vs {b.shape}")
     scale = max(abs(a).max(initial=0.0), abs(b).max(initial=0.0)) if scale is None else scale
     bound, gap = order_bound(scale, n, depth, fmt), float(abs(a - b).max(initial=0.0))
     if not gap <= bound:
-        raise AssertionError(f"largest difference {gap:.3g} exceeds {bound:.3g}, the bound for {depth} chained {fmt} reduction(s) "
+        raise AssertionError(f"largest difference {gap:.3g} exceeds {bound:.3g}, the bound for {depth} chained {fmt} "
+                             f"reduction(s) "
                              f"of ≤ {n:,} terms in any order at scale {scale:.3g}")
     return gap

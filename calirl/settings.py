@@ -26,7 +26,8 @@ HUB_KERNELS = os.environ.setdefault("USE_HUB_KERNELS", "NO")   # transformers' s
 # %% ../nbs/00_core.ipynb #e3b05694
 def _key(help:str, choices:tuple=(), lo:float|None=None, hi:float|None=None, gt:float|None=None, lt:float|None=None,
          pattern:tuple[str, str]|None=None):
-    "A profile key: its `help`, allowed `choices`, bounds (`lo`/`hi` inclusive, `gt`/`lt` strict) and a `(regex, meaning)` `pattern`."
+    ("A profile key: its `help`, allowed `choices`, bounds (`lo`/`hi` inclusive, `gt`/`lt` strict) and a `(regex, "
+     "meaning)` `pattern`.")
     return field(metadata=dict(help=help, choices=choices, lo=lo, hi=hi, gt=gt, lt=lt, pattern=pattern))
 
 SEED_MAX = 2**32 - 1   # NumPy's seeds are 32-bit
@@ -34,7 +35,8 @@ MANY = 1_000_000       # cap on counts of items, sessions and steps: more is a t
 RUN_NAME = (r"[A-Za-z0-9_][A-Za-z0-9_.-]*", "the name of a folder in runs/ (letters, digits, _ . -), not a path")
 
 class Checked:
-    "A source of settings whose values were typed and checked when it was made: a loaded `Profile`, a group of its keys."
+    ("A source of settings whose values were typed and checked when it was made: a loaded `Profile`, a group of its "
+     "keys.")
 
 def check_batch(G:int, grpo_batch:int, where:str) -> None:
     "Raise `ProfileError` unless `grpo_batch` is a multiple of `G` (rollouts per GRPO step = prompts × G)."
@@ -51,23 +53,35 @@ class RunKeys(Checked):
     seed: int = _key("master seed; evaluation seeds are listed separately in `eval_seeds`", lo=0, hi=SEED_MAX)
     device: str = _key("where models run", ("cpu", "cuda", "auto"))
     dtype: str = _key("model weights and compute dtype", ("float32", "bfloat16", "auto"))
-    workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one per CPU core "
+    workers: int = _key("worker processes for independent runs (GRPO variants, evaluations, ablation cells); 0: one "
+                        "per CPU core "
                         "on the CPU, 1 on a GPU. Speed only: results do not depend on it", lo=0, hi=1024)
-    threads: int = _key("BLAS threads of the trainers a notebook runs in its own process (SFT, DPO, DIAL's discriminator) on the CPU; 0: one per "
-                        "CPU core. Pools and generation keep one thread per job. It changes the order of floating-point sums, so results match "
+    threads: int = _key("BLAS threads of the trainers a notebook runs in its own process (SFT, DPO, DIAL's "
+                        "discriminator) on the CPU; 0: one per "
+                        "CPU core. Pools and generation keep one thread per job. It changes the order of "
+                        "floating-point sums, so results match "
                         "only runs with the same count", lo=0, hi=1024)
-    processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per visible CUDA GPU, 1 on the CPU. "
-                          "A step's batch stays the global batch the profile names. On the CPU, SFT and DPO split every batch over the processes "
+    processes: int = _key("processes each trainer (SFT, DPO, GRPO) runs in, started by `accelerate launch`; 0: one per "
+                          "visible CUDA GPU, 1 on the CPU. "
+                          "A step's batch stays the global batch the profile names. On the CPU, SFT and DPO split "
+                          "every batch over the processes "
                           "(one BLAS thread each); GRPO variants share the cores as `workers` instead", lo=0, hi=1024)
-    sft_micro_batches: int = _key("micro-batches each SFT batch is cut into, of similar cost, each padded only to its own longest chat (transformers' "
-                                  "batch_rebalance sampler with gradient accumulation): the same batches and the same update to float rounding, "
+    sft_micro_batches: int = _key("micro-batches each SFT batch is cut into, of similar cost, each padded only to its "
+                                  "own longest chat (transformers' "
+                                  "batch_rebalance sampler with gradient accumulation): the same batches and the same "
+                                  "update to float rounding, "
                                   "with less padding; 1: one padded batch", lo=1, hi=1024)
-    notebook_workers: int = _key("notebooks `calirl reproduce` runs at once, each as soon as the notebooks whose artifacts it reads "
-                                 "(its stage's `needs`, `calirl.stages.STAGES`) have finished; 1: one after another. CPU profiles without `serve` only. Speed "
-                                 "only: each notebook keeps its own threads and workers, so it computes what it computes alone", lo=1, hi=64)
-    accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; relative to the project); "
+    notebook_workers: int = _key("notebooks `calirl reproduce` runs at once, each as soon as the notebooks whose "
+                                 "artifacts it reads "
+                                 "(its stage's `needs`, `calirl.stages.STAGES`) have finished; 1: one after another. "
+                                 "CPU profiles without `serve` only. Speed "
+                                 "only: each notebook keeps its own threads and workers, so it computes what it "
+                                 "computes alone", lo=1, hi=64)
+    accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; "
+                                  "relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
-    report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for tensorboard); none: nowhere else than the notebooks",
+    report_to: list[str] = _key("where trainers log their metrics, comma-separated (runs/<profile>/logs/<trainer>/ for "
+                                "tensorboard); none: nowhere else than the notebooks",
                                 ("none", "tensorboard", "wandb", "trackio"))
     offline: bool = _key("forbid Hugging Face hub downloads (sets HF_HUB_OFFLINE=1 for every notebook)")
 
@@ -116,10 +130,13 @@ class DataKeys(Checked):
     n_eval_items: int = _key("held-out evaluation items per task (paper: 200)", lo=1, hi=MANY)
     n_oracle_math: int = _key("oracle trajectories for simulator SFT on math-chat (paper: 1,860)", lo=1, hi=MANY)
     n_oracle_docedit: int = _key("oracle trajectories for simulator SFT on docedit-chat (paper: 16,028)", lo=1, hi=MANY)
-    oracle_per_item: int = _key("oracle trajectories drawn per training item for simulator SFT (each a fresh sample); 0: as few per item as "
-                                "cover n_oracle_* with the training items the data holds — the paper's 1,860 and 16,028 trajectories "
+    oracle_per_item: int = _key("oracle trajectories drawn per training item for simulator SFT (each a fresh sample); "
+                                "0: as few per item as "
+                                "cover n_oracle_* with the training items the data holds — the paper's 1,860 and "
+                                "16,028 trajectories "
                                 "outnumber CollabLLM's conversations", lo=0, hi=MANY)
-    oracle_ask_share: float = _key("share of oracle traces in which a policy that asks (04c's PerfectAsker) talks to the oracle, so the traces show reveals and acceptances (tiny world only)", lo=0, hi=1)
+    oracle_ask_share: float = _key("share of oracle traces in which a policy that asks (04c's PerfectAsker) talks to "
+                                   "the oracle, so the traces show reveals and acceptances (tiny world only)", lo=0, hi=1)
     max_len_math: int = _key("max tokens of a math-chat training sequence (paper: 4,096)", lo=16, hi=131_072)
     max_len_docedit: int = _key("max tokens of a docedit-chat training sequence (paper: 6,144)", lo=16, hi=131_072)
     max_new_tokens: int = _key("max new tokens per generated message", lo=1, hi=32_768)
@@ -127,14 +144,17 @@ class DataKeys(Checked):
     # the tiny base policy (an imperfect "instruct" model made by SFT on scripted conversations)
     base_ask_rate: float = _key("how often the scripted demonstrations ask for missing information", lo=0, hi=1)
     base_slip: float = _key("how often the scripted demonstrations slip when answering", lo=0, hi=1)
-    base_keep_asking: bool = _key("whether a demonstration that chose to ask keeps asking until the user has told it everything")
-    base_pretrain_steps: int = _key("next-token steps on in-context recall texts before the tiny base policy's SFT, the stand-in for pretraining (0: none)", lo=0, hi=MANY)
+    base_keep_asking: bool = _key("whether a demonstration that chose to ask keeps asking until the user has told it "
+                                  "everything")
+    base_pretrain_steps: int = _key("next-token steps on in-context recall texts before the tiny base policy's SFT, "
+                                    "the stand-in for pretraining (0: none)", lo=0, hi=MANY)
     base_epochs: int = _key("SFT epochs of the tiny base policy", lo=1, hi=1000)
     base_lr: float = _key("SFT learning rate of the tiny base policy", gt=0, hi=1)
     base_batch_size: int = _key("SFT batch size of the tiny base policy", lo=1, hi=MANY)
     base_demos_math: int = _key("scripted math-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
     base_demos_docedit: int = _key("scripted docedit-chat demonstrations the tiny base policy is fine-tuned on", lo=1, hi=MANY)
-    min_headroom: float = _key("04c stops unless asking pays: a perfect asker beats the base policy by this much on every task and asking earns a positive GRPO advantage (negative: report only)", lo=-1, hi=1)
+    min_headroom: float = _key("04c stops unless asking pays: a perfect asker beats the base policy by this much on "
+                               "every task and asking earns a positive GRPO advantage (negative: report only)", lo=-1, hi=1)
 
 # %% ../nbs/00_core.ipynb #6e295b70
 @dataclass(frozen=True)
@@ -142,12 +162,18 @@ class SimulatorKeys(Checked):
     "Profile keys: Phase I: the simulator's SFT."
     sft_epochs: int = _key("Phase I SFT epochs", lo=1, hi=1000)
     sft_lr: float = _key("Phase I SFT learning rate", gt=0, hi=1)
-    min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question with a withheld fact at least this fraction as often as the real user, on every task (unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
-    sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays the user; 06 reports the candidates on held-out histories", lo=0)
-    sft_batch_size: int = _key("Phase I SFT batch size: conversations per optimizer step over all `processes` (the paper gives none)", lo=1, hi=65_536)
-    sft_lora: bool = _key("train the simulator with a LoRA adapter (fp32, on the frozen base in `dtype`) instead of full fine-tuning (fp32 master weights, "
+    min_reveal: float = _key("06 stops unless the trained simulator, sampled at sim_temperature, answers a question "
+                             "with a withheld fact at least this fraction as often as the real user, on every task "
+                             "(unseen items; tiny world only; negative: report only)", lo=-1, hi=1)
+    sim_temperature: float = _key("sampling temperature of the trained (Phase I / DIAL) simulator wherever it plays "
+                                  "the user; 06 reports the candidates on held-out histories", lo=0)
+    sft_batch_size: int = _key("Phase I SFT batch size: conversations per optimizer step over all `processes` (the "
+                               "paper gives none)", lo=1, hi=65_536)
+    sft_lora: bool = _key("train the simulator with a LoRA adapter (fp32, on the frozen base in `dtype`) instead of "
+                          "full fine-tuning (fp32 master weights, "
                           "sharded by FSDP over the GPUs: a 7.6 B model's masters and Adam states need ≈ 122 GB)")
-    sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one per task); the other tasks share one simulator "
+    sim_per_task: list[str] = _key("tasks whose Phase I simulator trains on that task's traces alone (the paper: one "
+                                   "per task); the other tasks share one simulator "
                                    "trained on every task's traces; none: all share one", ("math-chat", "docedit-chat", "none"))
 
 # %% ../nbs/00_core.ipynb #8525797e
@@ -196,23 +222,29 @@ class GRPOKeys(Checked):
     G: int = _key("rollouts per prompt, the GRPO group size (paper: 32)", lo=2, hi=1024)
     H: int = _key("max interaction rounds per episode (paper: 7, i.e. 14 turns)", lo=1, hi=100)
     grpo_batch: int = _key("rollouts per GRPO step, all prompts × G, a multiple of G (paper: 8,192)", lo=2, hi=MANY)
-    micro_batch: int = _key("rollouts per device per forward/backward pass; grpo_batch = micro_batch × processes × accumulation "
+    micro_batch: int = _key("rollouts per device per forward/backward pass; grpo_batch = micro_batch × processes × "
+                            "accumulation "
                             "(0: the whole batch at once, no accumulation)", lo=0, hi=MANY)
-    grpo_chunk: int = _key("rows per length-sorted chunk of each GRPO forward/backward pass, every chunk trimmed to its own longest row: the "
-                           "same loss and gradients to float rounding, with less padding, on rotary-position models (0: one padded pass, as TRL lays it out)", lo=0, hi=MANY)
+    grpo_chunk: int = _key("rows per length-sorted chunk of each GRPO forward/backward pass, every chunk trimmed to "
+                           "its own longest row: the "
+                           "same loss and gradients to float rounding, with less padding, on rotary-position models "
+                           "(0: one padded pass, as TRL lays it out)", lo=0, hi=MANY)
     grpo_lr: float = _key("GRPO learning rate, constant (paper: 5e-6)", gt=0, hi=1)
     adam_beta1: float = _key("Adam β1 (paper: 0.9)", lo=0, lt=1)
     adam_beta2: float = _key("Adam β2 (paper: 0.98)", lo=0, lt=1)
     eps_low: float = _key("lower clip range ε_low (paper: 0.2)", lo=0, hi=1)
     eps_high: float = _key("upper clip range ε_high (paper: 0.28)", lo=0, hi=1)
     kl_beta: float = _key("KL coefficient β (paper: 0)", lo=0)
-    vllm_is_mode: str = _key("rollout_backend = vllm: TRL's correction for vLLM sampling with other log-probs than the trainer computes "
-                             "(ratio ρ = π_train/π_vLLM, bound C_max = 3): sequence_mask drops an episode whose ρ is out of bounds, "
+    vllm_is_mode: str = _key("rollout_backend = vllm: TRL's correction for vLLM sampling with other log-probs than the "
+                             "trainer computes "
+                             "(ratio ρ = π_train/π_vLLM, bound C_max = 3): sequence_mask drops an episode whose ρ is "
+                             "out of bounds, "
                              "token_mask a token, *_truncate clips ρ; off: no correction (TRL's default: sequence_mask)",
                              ("sequence_mask", "sequence_truncate", "token_mask", "token_truncate", "off"))
     grpo_steps_math: int = _key("GRPO steps on math-chat (paper: 10)", lo=0, hi=MANY)
     grpo_steps_docedit: int = _key("GRPO steps on docedit-chat (paper: 20)", lo=0, hi=MANY)
-    train_runs: int = _key("GRPO training runs of each of 09's variants, with seeds `seed`, `seed` + 1, …: Table 2 reports the first, 10 every run in a table of its own (the paper: one)", lo=1, hi=100)
+    train_runs: int = _key("GRPO training runs of each of 09's variants, with seeds `seed`, `seed` + 1, …: Table 2 "
+                           "reports the first, 10 every run in a table of its own (the paper: one)", lo=1, hi=100)
     train_temperature: float = _key("sampling temperature of training rollouts (0: greedy)", lo=0)
 
 # %% ../nbs/00_core.ipynb #01474d59
@@ -223,23 +255,28 @@ class EvalKeys(Checked):
     eval_seeds: list[int] = _key("evaluation seeds, comma-separated (paper: 3 seeds)", lo=0, hi=SEED_MAX)
     # simulator predictive validity (12_validity)
     validity_items: int = _key("held-out items per task in each policy × user evaluation of the policy zoo", lo=1, hi=MANY)
-    zoo_steps: list[int] = _key("GRPO steps at which the policy zoo keeps checkpoints of one short training run, comma-separated", lo=1, hi=MANY)
-    zoo_noise: list[float] = _key("degraded zoo members: Gaussian noise on the base policy's weights, relative to each tensor's std", lo=0)
+    zoo_steps: list[int] = _key("GRPO steps at which the policy zoo keeps checkpoints of one short training run, "
+                                "comma-separated", lo=1, hi=MANY)
+    zoo_noise: list[float] = _key("degraded zoo members: Gaussian noise on the base policy's weights, relative to each "
+                                  "tensor's std", lo=0)
     kit_pairs: int = _key("side-by-side (real, simulated) session pairs in the human-judgment page", lo=1, hi=MANY)
     # which simulator artifacts hurt interactive RL (13_ablation)
     ablation_tasks: list[str] = _key("tasks the artifact ablation trains and evaluates on", ("math-chat", "docedit-chat"))
     ablation_steps: int = _key("GRPO steps of each ablation run", lo=1, hi=MANY)
     ablation_seeds: list[int] = _key("training seeds of each ablation cell, comma-separated", lo=0, hi=SEED_MAX)
     ablation_items: int = _key("held-out items per task each ablation policy is evaluated on against the real user", lo=1, hi=MANY)
-    artifact_strength: float = _key("strength of each single artifact in the ablation (0 = the real user's setting, 1 = always)", lo=0, hi=1)
+    artifact_strength: float = _key("strength of each single artifact in the ablation (0 = the real user's setting, 1 "
+                                    "= always)", lo=0, hi=1)
     dose_strengths: list[float] = _key("artifact strengths of the dose–response runs, comma-separated", lo=0, hi=1)
-    upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; empty: this run's own",
+    upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; "
+                             "empty: this run's own",
                              pattern=RUN_NAME)
 
 # %% ../nbs/00_core.ipynb #e64cd0cb
 @dataclass(frozen=True)
 class Profile(EvalKeys, GRPOKeys, DialKeys, SimulatorKeys, DataKeys, WorldKeys, RunKeys):
-    "A run profile: every key of `settings.ini`, typed; `load_profile` makes one, checked. Keys in the groups' order (dataclasses take the last base first)."
+    ("A run profile: every key of `settings.ini`, typed; `load_profile` makes one, checked. Keys in the groups' order "
+     "(dataclasses take the last base first).")
 
 # %% ../nbs/00_core.ipynb #f6c69288
 PROFILE_KEYS = [f.name for f in fields(Profile) if f.name != "name"]
@@ -282,8 +319,10 @@ def check_rules(vals:dict, where:str) -> None:
     "Raise `ProfileError` unless the typed profile values `vals` obey the rules between keys."
     check_batch(vals["G"], vals["grpo_batch"], where)
     if vals["notebook_workers"] > 1 and (vals["device"] != "cpu" or vals["serve"]):     # GPUs: each notebook takes all; serve: one port
-        raise ProfileError(f"{where}: `notebook_workers` = {vals['notebook_workers']} runs notebooks side by side, which needs "
-                           f"`device` = cpu and `serve` = false (here {vals['device']} and {str(vals['serve']).lower()}); set it to 1")
+        raise ProfileError(f"{where}: `notebook_workers` = {vals['notebook_workers']} runs notebooks side by side, "
+                           f"which needs "
+                           f"`device` = cpu and `serve` = false (here {vals['device']} and "
+                           f"{str(vals['serve']).lower()}); set it to 1")
 
 # %% ../nbs/00_core.ipynb #57cceefd
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
@@ -334,7 +373,8 @@ def read_profiles(path:str|Path) -> dict[str, dict[str, str]]:
     cp.optionxform = str  # keep `G` and `H` upper-case
     try: text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ProfileError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as UTF-8") from None
+        raise ProfileError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as "
+                           f"UTF-8") from None
     except OSError as e: raise ProfileError(f"cannot read {path}: {e.strerror}") from None
     try: cp.read_string(text, source=str(path))
     except configparser.Error as e: raise ProfileError(f"{path} is not a valid INI file: {e}") from None
@@ -369,7 +409,8 @@ def parse_overrides(items:Iterable[str]) -> dict[str, str]:
 
 # %% ../nbs/00_core.ipynb #5f1b87e5
 def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=None) -> Profile:
-    "Load, type-check and validate profile `name` from `path`, applying `overrides` (key -> string): each value checked here, once."
+    ("Load, type-check and validate profile `name` from `path`, applying `overrides` (key -> string): each value "
+     "checked here, once.")
     profiles = read_profiles(path)
     if name not in profiles:
         raise ProfileError(f"unknown profile {name!r}{suggest(name, profiles)}; valid profiles: {', '.join(profiles)}")
@@ -388,7 +429,8 @@ def load_profile(name:str, path:str|Path="settings.ini", overrides:dict|None=Non
 
 # %% ../nbs/00_core.ipynb #1cfba90a
 def typed_value(key:str, v:Any, where:str) -> Any:
-    "`v` as profile key `key`'s schema type (an integer where a number is expected becomes a float), checked by `check_value`."
+    ("`v` as profile key `key`'s schema type (an integer where a number is expected becomes a float), checked by "
+     "`check_value`.")
     t = _FIELDS[key].type
     one = getattr(t, "__args__", (t,))[0]                     # the element type of a list key, else the type itself
     num = lambda x: float(x) if one is float and type(x) is int else x
@@ -398,7 +440,8 @@ def typed_value(key:str, v:Any, where:str) -> Any:
     else:
         v = [num(x) for x in v] if isinstance(v, (list, tuple)) else v
         ok = isinstance(v, list) and all(type(x) is one for x in v)
-    if not ok: raise ProfileError(f"{where}: `{key}` must be {_TYPE_NAMES[t]}, got {v!r} ({_FIELDS[key].metadata['help']})")
+    if not ok: raise ProfileError(f"{where}: `{key}` must be {_TYPE_NAMES[t]}, got {v!r} "
+                                  f"({_FIELDS[key].metadata['help']})")
     return check_value(key, v, where)
 
 def _where(src) -> str:
@@ -407,20 +450,23 @@ def _where(src) -> str:
 
 # %% ../nbs/00_core.ipynb #5557ae77
 def profile_value(src, key:str) -> Any:
-    "Profile key `key` of `src`: as it is from a `Checked` source (a loaded `Profile`, a group), typed and checked from a mapping of key to value."
+    ("Profile key `key` of `src`: as it is from a `Checked` source (a loaded `Profile`, a group), typed and checked "
+     "from a mapping of key to value.")
     if isinstance(src, Checked): return getattr(src, key)
     if key not in src: raise ProfileError(f"settings: `{key}` is not set; add it to the mapping, or pass a `Profile`")
     return typed_value(key, src[key], _where(src))
 
 # %% ../nbs/00_core.ipynb #313c7622
 def _view(cls, vals:dict):
-    "An instance of the frozen dataclass `cls` holding `vals`, already checked, as they are: built without `__init__`, so not checked again."
+    ("An instance of the frozen dataclass `cls` holding `vals`, already checked, as they are: built without "
+     "`__init__`, so not checked again.")
     out = object.__new__(cls)
     for k, v in vals.items(): object.__setattr__(out, k, v)
     return out
 
 def profile_view(keys:tuple[str, ...]):
-    "Class decorator: a frozen dataclass whose fields are the profile keys `keys`, in that order, each of the schema's type."
+    ("Class decorator: a frozen dataclass whose fields are the profile keys `keys`, in that order, each of the "
+     "schema's type.")
     def make(cls):
         unknown = [k for k in keys if k not in _FIELDS]
         if unknown: raise ProfileError(f"{cls.__name__}: {', '.join(unknown)}: not profile keys")
@@ -442,7 +488,8 @@ class GRPOSettings(Checked):
 
     @classmethod
     def of(cls, src, **fixed) -> "GRPOSettings":
-        "The GRPO settings of `src` (a `Profile`, a group or a mapping of key to value, read by `profile_value`); `fixed`: keys the caller sets, checked."
+        ("The GRPO settings of `src` (a `Profile`, a group or a mapping of key to value, read by `profile_value`); "
+         "`fixed`: keys the caller sets, checked.")
         bad = [k for k in fixed if k not in GRPO_KEYS]
         if bad: raise ProfileError(f"{', '.join(bad)}: not GRPO settings; they are {', '.join(GRPO_KEYS)}")
         where = _where(src)
@@ -493,7 +540,8 @@ def project_root(start:str|Path|None=None, holds:tuple=("settings.ini",)) -> Pat
     here = Path(start or Path.cwd()).resolve()
     for d in (here, *here.parents):
         if all((d / n).exists() for n in holds): return d
-    raise ProfileError(f"no {' and '.join(holds)} at or above {here}; run inside a calirl project (`calirl init DIR` makes one)")
+    raise ProfileError(f"no {' and '.join(holds)} at or above {here}; run inside a calirl project (`calirl init DIR` "
+                       f"makes one)")
 
 def in_project(prof:Profile, root:str|Path) -> Profile:
     "`prof` with its project paths and `./…` model names made absolute under project `root`."
@@ -549,7 +597,8 @@ def _override_text(v:Any) -> str:
 
 # %% ../nbs/00_core.ipynb #4508507c
 def notebook_profile(profile:str, overrides:dict|None=None, start:str|Path|None=None, record:bool=True) -> NotebookProfile:
-    "Profile `profile` of the project at or above `start` (the working folder), with `overrides` (`-p`'s key -> value), paths made absolute; it notes the keys read (in `$CALIRL_READS` too, when `record`)."
+    ("Profile `profile` of the project at or above `start` (the working folder), with `overrides` (`-p`'s key -> "
+     "value), paths made absolute; it notes the keys read (in `$CALIRL_READS` too, when `record`).")
     root = project_root(start)
     prof = in_project(load_profile(profile, root / "settings.ini", {k: _override_text(v) for k, v in (overrides or {}).items()}), root)
     out = NotebookProfile(**{f: getattr(prof, f) for f in _FIELDS})

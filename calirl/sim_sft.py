@@ -21,7 +21,8 @@ from .dialogue import Chat
 # %% ../nbs/06_simulator_sft.ipynb #ca65bebb
 def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seed:int,
                   ask_share:float, max_len:int|None, policy_prompt:str):
-    "Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the `PerfectAsker` around `policy`, the rest with `policy` alone."
+    ("Conversations with the `oracle` user on `items` (one each): the first `ask_share` of them with the "
+     "`PerfectAsker` around `policy`, the rest with `policy` alone.")
     from calirl.base_policy import PerfectAsker
     from calirl.dialogue import converse
     from calirl.rollout import Sampling, TextPolicy
@@ -32,7 +33,8 @@ def oracle_traces(policy, tok, oracle, items:list[TaskItem], H:int, max_new_toke
 
 # %% ../nbs/06_simulator_sft.ipynb #58d676f2
 def simulator_sft_example(item:TaskItem, messages:Chat, tok=None) -> list[dict]:
-    "One SFT example: the goal-guided context followed by the whole conversation, as simulator tokenizer `tok` reads it (loss on the user's turns)."
+    ("One SFT example: the goal-guided context followed by the whole conversation, as simulator tokenizer `tok` reads "
+     "it (loss on the user's turns).")
     return simulator_context(item, messages, tok)
 
 def trained_text(tok, chat:Chat) -> list[str]:
@@ -49,17 +51,20 @@ def trained_text(tok, chat:Chat) -> list[str]:
 
 # %% ../nbs/06_simulator_sft.ipynb #07302d5a
 def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, lora:bool, seed:int=0, base:str|None=None):
-    "The model Phase I starts from: a fresh tiny model (`tiny`), the tiny base policy's weights at `base` (`tiny-base`), or a hub model (optionally with a LoRA adapter)."
+    ("The model Phase I starts from: a fresh tiny model (`tiny`), the tiny base policy's weights at `base` "
+     "(`tiny-base`), or a hub model (optionally with a LoRA adapter).")
     if simulator_model == "tiny": return build_tiny_model(tok, arch, hidden, layers, role="simulator", seed=seed)
     if simulator_model == "tiny-base":
-        if base is None: raise ValueError("simulator_model = tiny-base starts from the base policy: pass its folder as `base`")
+        if base is None: raise ValueError("simulator_model = tiny-base starts from the base policy: pass its folder as "
+                                          "`base`")
         return load_model(base)[0], with_role(tok, "simulator")
     m, t = load_model(simulator_model, lora={} if lora else None)
     return m, simulator_template(t)
 
 # %% ../nbs/06_simulator_sft.ipynb #13dd11a8
 def phase1_groups(tasks:list[str], per_task:list[str]) -> list[tuple[list[str], list[str]]]:
-    "(tasks whose traces a simulator trains on, tasks it plays the user for): one per task in `per_task`, one shared by the rest."
+    ("(tasks whose traces a simulator trains on, tasks it plays the user for): one per task in `per_task`, one shared "
+     "by the rest.")
     own = [t for t in tasks if t in per_task]
     shared = [t for t in tasks if t not in own]
     return [([t], [t]) for t in own] + ([(list(tasks), shared)] if shared else [])
@@ -89,7 +94,8 @@ class SimulatorJob:
 
 # %% ../nbs/06_simulator_sft.ipynb #5cdbf325
 def train_simulator(job:SimulatorJob) -> dict:
-    "Train `job`'s simulator on its traces (loss on the user's turns), save it once per task it plays; its size, losses and seconds."
+    ("Train `job`'s simulator on its traces (loss on the user's turns), save it once per task it plays; its size, "
+     "losses and seconds.")
     from calirl.training import sft_heldout_loss, sft_train
     from calirl.models import n_params, save_model
     sim_model, sim_tok = simulator_init(job.simulator_model, job.tok, job.arch, job.hidden, job.layers, job.lora, job.seed, base=job.base)
@@ -109,10 +115,13 @@ def train_simulator(job:SimulatorJob) -> dict:
 
 # %% ../nbs/06_simulator_sft.ipynb #3ece491a
 def simulator_problems(sweep, temperature:float, min_reveal:float) -> list[str]:
-    "Tasks on which the simulator at `temperature` states a withheld fact less than `min_reveal` times as often as the real user (rows of 06's sweep)."
+    ("Tasks on which the simulator at `temperature` states a withheld fact less than `min_reveal` times as often as "
+     "the real user (rows of 06's sweep).")
     out = []
     for r in sweep[sweep.temperature == temperature].itertuples():
         if not r.right_reveal >= min_reveal * r.right_reveal_real:
-            out.append(f"{r.task}: asked while it still withholds something, the simulator states a withheld fact in {r.right_reveal:.1%} "
-                       f"of its replies, the real user in {r.right_reveal_real:.1%} (min_reveal {min_reveal} × the real user's)")
+            out.append(f"{r.task}: asked while it still withholds something, the simulator states a withheld fact in "
+                       f"{r.right_reveal:.1%} "
+                       f"of its replies, the real user in {r.right_reveal_real:.1%} (min_reveal {min_reveal} × the "
+                       f"real user's)")
     return out

@@ -32,11 +32,13 @@ class Stage:
     paper_cost: str = ""                         # what the paper reports it cost
 
     def __post_init__(self):
-        if self.runs_on not in RUNS_ON: raise ValueError(f"{self.name}: runs_on must be one of {', '.join(RUNS_ON)}, got {self.runs_on!r}")
+        if self.runs_on not in RUNS_ON: raise ValueError(f"{self.name}: runs_on must be one of {', '.join(RUNS_ON)}, "
+                                                         f"got {self.runs_on!r}")
         if not (isinstance(self.needs, tuple) and isinstance(self.worlds, tuple)):
             raise TypeError(f"{self.name}: needs and worlds are tuples of names, e.g. needs=(\"04_models\",)")
         if bool(self.worlds) != bool(self.refuses_because):
-            raise ValueError(f"{self.name}: a stage bound to some worlds says why it refuses the others (refuses_because), and only such a stage")
+            raise ValueError(f"{self.name}: a stage bound to some worlds says why it refuses the others "
+                             f"(refuses_because), and only such a stage")
         object.__setattr__(self, "makes", MappingProxyType(dict(self.makes)))
 
 # %% ../nbs/00f_stages.ipynb #866aea69
@@ -85,24 +87,31 @@ KIT_STAGES = [   # the kit itself: settings, runner, command line, docs, runtime
 WORLD_STAGES = [   # the theory and the world: statistics, tasks, conversations, prompts, rewards, users
     Stage("01_theory", "§3, App. A", "calirl.theory",
           makes={"theory_checks": "theory/checks.json"},
-          summary="Theorems 3.1 / 3.2 with exact constants, checked exactly on random and adversarial dialogue MDPs; H² "
+          summary="Theorems 3.1 / 3.2 with exact constants, checked exactly on random and adversarial dialogue MDPs; "
+                  "H² "
                   "tightness; `theory_*.png`, `theory_checks.md`"),
     Stage("01a_stats", "", "calirl.stats",
           summary="the statistics every table reports: percentile and paired bootstrap intervals, the t interval over "
-                  "training seeds (and the seeds an effect needs), a least-squares line, Pearson and Spearman correlations"),
+                  "training seeds (and the seeds an effect needs), a least-squares line, Pearson and Spearman "
+                  "correlations"),
     Stage("02_tasks", "§5.1, App. B.1", "calirl.tasks",
           summary="CollabLLM-schema loader and held-out split; the tiny world's math-chat and docedit-chat"),
     Stage("02a_dialogue", "App. C.1, §4.2, §5.1", "calirl.dialogue",
-          summary="what a message means — the terminal signal, the answer or document an assistant message commits to (read "
-                  "exactly), whether it asks, history prefixes — the one conversation record (`Conversation`: transcript, "
+          summary="what a message means — the terminal signal, the answer or document an assistant message commits to "
+                  "(read "
+                  "exactly), whether it asks, history prefixes — the one conversation record (`Conversation`: "
+                  "transcript, "
                   "user acts, termination, token ids, mask and logprobs) and the one conversation loop (`take_turns` / "
                   "`converse`) every stage uses"),
     Stage("02b_prompts", "App. C", "calirl.prompts",
-          summary="simulator / policy / judge prompts (our wording) and the judge's document-extraction prompt, lenient "
+          summary="simulator / policy / judge prompts (our wording) and the judge's document-extraction prompt, "
+                  "lenient "
                   "parsers that never raise"),
     Stage("02c_rewards", "§5.1, App. B.4", "calirl.rewards",
-          summary="accuracy (time-limited math-verify, LLM judge), sacreBLEU and CollabLLM's character BLEU of the final "
-                  "document (on the paper's items, the document the judge model copies out of the last message); explicit "
+          summary="accuracy (time-limited math-verify, LLM judge), sacreBLEU and CollabLLM's character BLEU of the "
+                  "final "
+                  "document (on the paper's items, the document the judge model copies out of the last message); "
+                  "explicit "
                   "*unscorable*"),
     Stage("03_users", "App. C.1, §3.3", "calirl.users",
           summary="scripted human and artifact simulator (explicit knobs), prompted LLM simulator, scripted assistant"),
@@ -111,21 +120,26 @@ WORLD_STAGES = [   # the theory and the world: statistics, tasks, conversations,
 # %% ../nbs/00f_stages.ipynb #925e447d
 ENGINES_STAGES = [   # models, generation backends, trainers and the base policy
     Stage("04_models", "App. B.2", "calirl.models", runs_on="gpu",
-          summary="model factory (safetensors, LoRA, multimodal checkpoints as text models), tiny tokenizer and models with "
+          summary="model factory (safetensors, LoRA, multimodal checkpoints as text models), tiny tokenizer and models "
+                  "with "
                   "policy/simulator chat templates, the hub's chat templates, stand-ins of the paper's models and data "
                   "(`build_standins`, for `[paper-mini]`)"),
     Stage("04a_backends", "§4.2", "calirl.backends", runs_on="gpu",
-          summary="generation backends: transformers (with a lean decoder for small Llama-family models: in-place KV cache, "
-                  "prefix cache across turns), vLLM, OpenAI-compatible HTTP; a local `transformers serve` a notebook starts "
+          summary="generation backends: transformers (with a lean decoder for small Llama-family models: in-place KV "
+                  "cache, "
+                  "prefix cache across turns), vLLM, OpenAI-compatible HTTP; a local `transformers serve` a notebook "
+                  "starts "
                   "and stops (`serve_locally`)"),
     Stage("04b_training", "", "calirl.training", runs_on="gpu",
           summary="generic TRL wrappers: SFT with the loss on the generation span (`sft_train`), offline DPO against a "
-                  "frozen reference (`dpo_train`); every trainer timed by phase (`run_trainer`); `calirl bench sft-step`"),
+                  "frozen reference (`dpo_train`); every trainer timed by phase (`run_trainer`); `calirl bench "
+                  "sft-step`"),
     Stage("04c_base_policy", "App. B.2", "calirl.base_policy", runs_on="gpu",
           needs=("04_models",),                    # off the tiny world: the stand-in policy and data 04_models writes
           makes={"policy_base": "models/policy_base"},
           summary="the tiny base policy (TRL SFT on scripted conversations, more docedit than math); the world's "
-                  "preconditions, checked before anything downstream: a `PerfectAsker` beats the base by `min_headroom` on "
+                  "preconditions, checked before anything downstream: a `PerfectAsker` beats the base by "
+                  "`min_headroom` on "
                   "each task and asking earns a positive GRPO advantage, else the run stops (`base_policy_checks.md`)"),
 ]
 
@@ -183,9 +197,12 @@ POLICY_STAGES = [   # Phase II and the CollabLLM baseline
               "policies_by_seed": "models/by_seed",   # <variant>-seed<s>/ for each training run after the first
           },
           paper_cost="paper: 4–8 h on 32 A800 per task (128–256 GPU-h)",
-          summary="multi-turn GRPO on TRL (`rollout_func` + `env_mask`), reference advantage/loss tested equal to TRL's; "
-                  "Naive / Calibrated / Calibrated + DIAL (against the DIAL version `07` chose) / Static Context / Oracle "
-                  "variants on `train_runs` seeds; a trained variant is read back by its key (`variant_key`) instead of "
+          summary="multi-turn GRPO on TRL (`rollout_func` + `env_mask`), reference advantage/loss tested equal to "
+                  "TRL's; "
+                  "Naive / Calibrated / Calibrated + DIAL (against the DIAL version `07` chose) / Static Context / "
+                  "Oracle "
+                  "variants on `train_runs` seeds; a trained variant is read back by its key (`variant_key`) instead "
+                  "of "
                   "trained again; `calirl bench grpo-step`"),
     Stage("09a_collabllm", "CollabLLM baseline", "calirl.collabllm", runs_on="gpu", needs=("06_simulator_sft",),
           makes={
@@ -193,8 +210,10 @@ POLICY_STAGES = [   # Phase II and the CollabLLM baseline
               "collabllm_pairs": "data/collabllm_pairs.parquet",
               "collabllm_by_seed": "models/collabllm_by_seed",   # collabllm-seed<s>/ for each training run after the first
           },
-          summary="multiturn-aware reward (each candidate continued to the end of the conversation, its outcome scored) → a "
-                  "check of held-out pairs with the real user → preference pairs → SFT on the chosen replies → offline DPO "
+          summary="multiturn-aware reward (each candidate continued to the end of the conversation, its outcome "
+                  "scored) → a "
+                  "check of held-out pairs with the real user → preference pairs → SFT on the chosen replies → offline "
+                  "DPO "
                   "from that checkpoint, once per training seed"),
 ]
 
@@ -237,7 +256,8 @@ STAGES: dict[str, Stage] = stage_table(KIT_STAGES + WORLD_STAGES + ENGINES_STAGE
 
 # %% ../nbs/00f_stages.ipynb #9cab24bf
 def stage(name:str) -> Stage:
-    "The row of notebook `name`; for a notebook `STAGES` does not know, the cautious one: it waits for all before it and may load models."
+    ("The row of notebook `name`; for a notebook `STAGES` does not know, the cautious one: it waits for all before it "
+     "and may load models.")
     return STAGES.get(name) or Stage(name, needs=("*",), runs_on="gpu")
 
 # %% ../nbs/00f_stages.ipynb #f0cd8605
@@ -246,7 +266,8 @@ def makers(stages:Mapping[str, Stage]) -> dict[str, str]:
     out = {}
     for s in stages.values():
         for a in s.makes:
-            if a in out: raise ValueError(f"artifact {a} is made by both {out[a]} and {s.name}; an artifact has one maker")
+            if a in out: raise ValueError(f"artifact {a} is made by both {out[a]} and {s.name}; an artifact has one "
+                                          f"maker")
             out[a] = s.name
     return out
 

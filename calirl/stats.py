@@ -32,7 +32,8 @@ def paired_ci(samples:list[np.ndarray], n_resamples:int=2000, seed:int=0, level:
 
 # %% ../nbs/01a_stats.ipynb #df55029d
 def seed_interval(d, level:float=0.95) -> tuple[float, float, float]:
-    "The mean of per-seed differences `d` and its Student-t interval, the training run being the unit (NaN bounds below two seeds)."
+    ("The mean of per-seed differences `d` and its Student-t interval, the training run being the unit (NaN bounds "
+     "below two seeds).")
     from scipy.stats import t
     d = np.asarray(d, dtype=float)
     m = float(d.mean()) if len(d) else float("nan")
@@ -41,7 +42,8 @@ def seed_interval(d, level:float=0.95) -> tuple[float, float, float]:
     return m, m - h, m + h
 
 def seeds_to_resolve(d, effect:float, level:float=0.95, cap:int=100) -> int|None:
-    "The fewest training seeds whose t interval, at the spread of `d`, has a half-width below |effect| (None past `cap` or without a spread)."
+    ("The fewest training seeds whose t interval, at the spread of `d`, has a half-width below |effect| (None past "
+     "`cap` or without a spread).")
     from scipy.stats import t
     d = np.asarray(d, dtype=float)
     if len(d) < 2 or not effect: return None

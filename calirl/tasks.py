@@ -88,7 +88,8 @@ def _item_seed(seed:int, task:str, k:int) -> int:
     return int(hashlib.sha256(f"{seed}|{task}|{k}".encode()).hexdigest()[:12], 16)
 
 def tiny_items(task:str, split:str, n:int, seed:int=0) -> list[TaskItem]:
-    "`n` tiny-world items of `task` for `split` ('train', 'eval', or 'demo': the base policy's demonstrations), deterministic in `seed`."
+    ("`n` tiny-world items of `task` for `split` ('train', 'eval', or 'demo': the base policy's demonstrations), "
+     "deterministic in `seed`.")
     if task not in _MAKERS: raise ValueError(f"unknown task {task!r}; choose from {', '.join(_MAKERS)}")
     if split not in _SPLITS: raise ValueError(f"split must be one of {', '.join(_SPLITS)}, got {split!r}")
     off = _SPLITS[split]
@@ -117,7 +118,8 @@ def _rows(source:str|Path, split:str, revision:str|None=None) -> list[dict]:
 
 # %% ../nbs/02_tasks.ipynb #13697cb3
 def load_collabllm(source:str|Path, task:str, split:str="train", revision:str|None=None) -> list[TaskItem]:
-    "Task items, one per `conv_id`, from a CollabLLM-schema hub id (at `revision`), Parquet file or folder of Parquet files."
+    ("Task items, one per `conv_id`, from a CollabLLM-schema hub id (at `revision`), Parquet file or folder of Parquet "
+     "files.")
     convs = {}
     for r in _rows(source, split, revision):
         cid = str(r["conv_id"])
@@ -158,11 +160,13 @@ def write_collabllm_fixture(path:str|Path, items:list[TaskItem]) -> Path:
 
 # %% ../nbs/02_tasks.ipynb #19f6fcba
 def task_source(data_source:str|Path, task:str) -> str|Path:
-    "Where `task`'s CollabLLM items live: its hub id when `data_source` is empty, else `<data_source>/<task>.parquet` or `<data_source>/<task>/` (or `data_source` itself, a file)."
+    ("Where `task`'s CollabLLM items live: its hub id when `data_source` is empty, else `<data_source>/<task>.parquet` "
+     "or `<data_source>/<task>/` (or `data_source` itself, a file).")
     if not str(data_source): return COLLABLLM_HUB[task]
     root = Path(data_source)
     if root.is_file(): return root                               # one task's file, named directly (the API, not a profile)
-    if not root.is_dir(): raise FileNotFoundError(f"data_source {root} does not exist; it should be a folder holding {task}.parquet or a {task}/ folder of Parquet files")
+    if not root.is_dir(): raise FileNotFoundError(f"data_source {root} does not exist; it should be a folder holding "
+                                                  f"{task}.parquet or a {task}/ folder of Parquet files")
     for p in (root / f"{task}.parquet", root / task):
         if p.exists(): return p
     raise FileNotFoundError(f"data_source {root} has neither {task}.parquet nor a {task}/ folder; it has: {', '.join(sorted(q.name for q in root.iterdir())) or 'nothing'}")
@@ -175,14 +179,17 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
         src = task_source(source or "", task)
         train, held = heldout_split(load_collabllm(src, task, revision=revision), n_eval)
         if len(train) < n_train:
-            raise ValueError(f"{task}: {n_train:,} training items asked for, but {src} has {len(train):,} conversations after "
-                             f"holding out {len(held):,} for evaluation; lower the profile's counts (n_train_items, n_oracle_*) or use a larger source")
+            raise ValueError(f"{task}: {n_train:,} training items asked for, but {src} has {len(train):,} "
+                             f"conversations after "
+                             f"holding out {len(held):,} for evaluation; lower the profile's counts (n_train_items, "
+                             f"n_oracle_*) or use a larger source")
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
 
 # %% ../nbs/02_tasks.ipynb #c6ed2769
 def oracle_draws(n_oracle:int, per_item:int, available:int) -> tuple[int, int]:
-    "(items, trajectories per item) for `n_oracle` oracle trajectories: `per_item` per item, or (0) as few as `available` items allow."
+    ("(items, trajectories per item) for `n_oracle` oracle trajectories: `per_item` per item, or (0) as few as "
+     "`available` items allow.")
     if available < 1: raise ValueError(f"no training item to draw oracle trajectories from ({available} available)")
     per = per_item or math.ceil(n_oracle / available)
     return math.ceil(n_oracle / per), per
@@ -190,12 +197,14 @@ def oracle_draws(n_oracle:int, per_item:int, available:int) -> tuple[int, int]:
 # %% ../nbs/02_tasks.ipynb #e7db0ca2
 def oracle_items(world:str, task:str, n_oracle:int, per_item:int, n_eval:int, seed:int=0, source:str|Path|None=None,
                  revision:str|None=None) -> list[TaskItem]:
-    "The `n_oracle` items oracle trajectories are drawn on, in draw order: each training item `per_item` times in a row (0: see `oracle_draws`)."
+    ("The `n_oracle` items oracle trajectories are drawn on, in draw order: each training item `per_item` times in a "
+     "row (0: see `oracle_draws`).")
     if per_item == 1: return load_items(world, task, n_oracle, n_eval, seed, source, revision)[0]
     available = n_oracle if world == "tiny" else len(heldout_split(load_collabllm(task_source(source or "", task), task, revision=revision), n_eval)[0])
     n_items, per = oracle_draws(n_oracle, per_item, available)
     if n_items > available:
-        raise ValueError(f"{task}: {n_oracle:,} oracle trajectories at {per} per item need {n_items:,} training items, but there are {available:,}; "
+        raise ValueError(f"{task}: {n_oracle:,} oracle trajectories at {per} per item need {n_items:,} training items, "
+                         f"but there are {available:,}; "
                          f"raise oracle_per_item (0: as few per item as the items allow) or lower n_oracle_*")
     items = load_items(world, task, n_items, n_eval, seed, source, revision)[0]
     return [it for it in items for _ in range(per)][:n_oracle]

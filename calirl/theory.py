@@ -185,7 +185,8 @@ def check_instance(m:Instance) -> dict:
 
 # %% ../nbs/01_theory.ipynb #78ce7d16
 def derail_chain(H:int, eps:float, delta:float, R_max:float=1.0) -> Instance:
-    "The two-state derailing dialogue: π slips w.p. ε/2 on track, the simulator derails w.p. δ/2 after a careful answer."
+    ("The two-state derailing dialogue: π slips w.p. ε/2 on track, the simulator derails w.p. δ/2 after a careful "
+     "answer.")
     T = np.array([[[1., 0.], [0., 1.]], [[0., 1.], [0., 1.]]])          # T[s, a, s']: 0 on track, 1 derailed
     T_sim = T.copy()
     T_sim[0, 0] = [1 - delta / 2, delta / 2]

@@ -42,7 +42,8 @@ def _time_calls(obj, name:str, phase:str) -> Callable:
     return lambda: setattr(obj, name, f) if had else delattr(obj, name)
 
 def run_trainer(tr, threads:int=0, **kw):
-    "`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), timed as `forward`, `backward`, the rest of each step (`training_step`) and the rest (`trainer`)."
+    ("`tr.train(**kw)` on `threads` BLAS threads (0: torch's count), timed as `forward`, `backward`, the rest of each "
+     "step (`training_step`) and the rest (`trainer`).")
     check_distribution(tr)                                   # a launched trainer runs what its launch asked for, or stops
     timer = _step_timer()
     tr.add_callback(timer)
@@ -56,7 +57,8 @@ def run_trainer(tr, threads:int=0, **kw):
 
 # %% ../nbs/04b_training.ipynb #071b5987
 def precision_args(device_type:str, dtype:str="auto") -> dict:
-    "TRL/Trainer settings for a model on `device_type` run at the profile's `dtype`: bf16 autocast where that is bfloat16 (`auto`: on CUDA), gradient checkpointing on CUDA."
+    ("TRL/Trainer settings for a model on `device_type` run at the profile's `dtype`: bf16 autocast where that is "
+     "bfloat16 (`auto`: on CUDA), gradient checkpointing on CUDA.")
     import torch
     from calirl.models import resolve_dtype
     cuda = device_type == "cuda"
@@ -67,7 +69,8 @@ def precision_args(device_type:str, dtype:str="auto") -> dict:
 
 # %% ../nbs/04b_training.ipynb #7d37bf89
 def fp32_masters(model, whole:bool=False):
-    "Cast the weights of `model` that train (`whole`: all of them, as FSDP shards one dtype per unit) to float32 in place, the master weights an optimizer updates; `model`."
+    ("Cast the weights of `model` that train (`whole`: all of them, as FSDP shards one dtype per unit) to float32 in "
+     "place, the master weights an optimizer updates; `model`.")
     import torch
     for p in model.parameters():
         if p.is_floating_point() and p.dtype != torch.float32 and (whole or p.requires_grad): p.data = p.data.float()
@@ -76,7 +79,8 @@ def fp32_masters(model, whole:bool=False):
 
 # %% ../nbs/04b_training.ipynb #9b559164
 def step_reach():
-    "A TrainerCallback that measures the first optimizer step: `share`, the fraction of trainable weight elements with a non-zero gradient that it changed, and `dtypes`, those weights' dtypes."
+    ("A TrainerCallback that measures the first optimizer step: `share`, the fraction of trainable weight elements "
+     "with a non-zero gradient that it changed, and `dtypes`, those weights' dtypes.")
     from transformers import TrainerCallback
     class StepReach(TrainerCallback):
         share, dtypes, before = None, None, None
@@ -94,7 +98,8 @@ def step_reach():
 
 # %% ../nbs/04b_training.ipynb #b18cd3e0
 def report_args(report_to="none", logs_dir:str|Path|None=None) -> dict:
-    "Trainer arguments that log to the trackers in `report_to` (the profile key: a list, or `none`), the run named after `logs_dir`."
+    ("Trainer arguments that log to the trackers in `report_to` (the profile key: a list, or `none`), the run named "
+     "after `logs_dir`.")
     to = [r for r in ([report_to] if isinstance(report_to, str) else list(report_to or [])) if r != "none"]
     if not to: return dict(report_to="none")
     return dict(report_to=to, run_name=Path(logs_dir).name if logs_dir else None)
@@ -148,14 +153,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 def launch_command(processes:int, config:str|Path|None=None, port:int=0) -> list[str]:
-    "`accelerate launch` of `python -m calirl.training` in `processes` processes: with the `config` file (FSDP on GPUs), or plain data parallel without one."
+    ("`accelerate launch` of `python -m calirl.training` in `processes` processes: with the `config` file (FSDP on "
+     "GPUs), or plain data parallel without one.")
     import sys
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(port or free_port())]
     cmd += ["--config_file", str(config)] if config else ["--multi_gpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
     return cmd + ["-m", "calirl.training"]
 
 def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|None=None):
-    "`fn(job)`: here when `processes` is 1, else in each of `processes` processes started by `accelerate launch`; the main process's result."
+    ("`fn(job)`: here when `processes` is 1, else in each of `processes` processes started by `accelerate launch`; the "
+     "main process's result.")
     if processes <= 1: return fn(job)
     import os, subprocess
     import cloudpickle          # by value: functions and classes defined in a notebook travel too
@@ -177,24 +184,29 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
 
 # %% ../nbs/04b_training.ipynb #6bf3769d
 def expected_distribution(config:str|Path|None) -> str:
-    "What a launch with accelerate `config` must give its trainers: the config's `distributed_type` (e.g. `FSDP`), or `MULTI` without one."
+    ("What a launch with accelerate `config` must give its trainers: the config's `distributed_type` (e.g. `FSDP`), or "
+     "`MULTI` without one.")
     if not config: return "MULTI"
     import yaml
     return str((yaml.safe_load(Path(config).read_text()) or {}).get("distributed_type", "NO")).upper()
 
 def check_distribution(tr) -> None:
-    "In a launched process: raise unless trainer `tr`'s accelerator runs the distribution and process count its launch asked for."
+    ("In a launched process: raise unless trainer `tr`'s accelerator runs the distribution and process count its "
+     "launch asked for.")
     import os
     want, n = os.environ.get("CALIRL_DISTRIBUTED"), int(os.environ.get("WORLD_SIZE", "1"))
     if not want or os.environ.get("CALIRL_LAUNCHED") != "1": return
     got, procs = tr.accelerator.distributed_type.name, tr.accelerator.num_processes
     if (got.startswith("MULTI") if want == "MULTI" else got == want) and procs == n: return
-    raise RuntimeError(f"the launch asked accelerate for {want} over {n} processes and the trainer runs {got} over {procs}: accelerate fell back "
-                       f"without saying so (FSDP needs CUDA GPUs; on the CPU leave `accelerate_config` empty for plain data parallelism)")
+    raise RuntimeError(f"the launch asked accelerate for {want} over {n} processes and the trainer runs {got} over "
+                       f"{procs}: accelerate fell back "
+                       f"without saying so (FSDP needs CUDA GPUs; on the CPU leave `accelerate_config` empty for plain "
+                       f"data parallelism)")
 
 # %% ../nbs/04b_training.ipynb #f8c9e942
 def _launched_main(job_file:str, result_file:str) -> None:
-    "Run the `(fn, job)` pickled in `job_file` in this process; the main process (rank 0) pickles `fn(job)` to `result_file`."
+    ("Run the `(fn, job)` pickled in `job_file` in this process; the main process (rank 0) pickles `fn(job)` to "
+     "`result_file`.")
     import os
     import cloudpickle
     import traceback
@@ -212,14 +224,17 @@ if __name__ == "__main__" and __import__("os").environ.get("CALIRL_LAUNCHED") ==
 
 # %% ../nbs/04b_training.ipynb #a8c42c2e
 def launch_config(config:str, run_dir:str|Path, processes:int, device:str) -> str|None:
-    "The accelerate config of launched trainers: the profile's `config` if set, else the FSDP config (written to `run_dir`) for several CUDA processes, else none."
+    ("The accelerate config of launched trainers: the profile's `config` if set, else the FSDP config (written to "
+     "`run_dir`) for several CUDA processes, else none.")
     if config: return str(config)
     from calirl.runtime import cuda_available
     if processes > 1 and wants_cuda(device) and cuda_available(): return str(write_accelerate_config(Path(run_dir) / "accelerate_fsdp.yaml", processes))
     return None
 
 def trainer_kw(prof, run_dir:str|Path, name:str, sft:bool=False, disc:bool=False) -> dict:
-    "`sft_train` (`sft`), `dpo_train` or DIAL's `train_discriminator` (`disc`) arguments for the trainer `name` of a run of profile `prof` in `run_dir`: processes, accelerate config, log, report_to, threads; for SFT its micro-batches, else whether it trains LoRA adapters (`dpo_lora`, `disc_lora`)."
+    ("`sft_train` (`sft`), `dpo_train` or DIAL's `train_discriminator` (`disc`) arguments for the trainer `name` of a "
+     "run of profile `prof` in `run_dir`: processes, accelerate config, log, report_to, threads; for SFT its "
+     "micro-batches, else whether it trains LoRA adapters (`dpo_lora`, `disc_lora`).")
     from calirl.runtime import trainer_threads
     procs = n_processes(prof.processes, prof.device)
     logs = Path(run_dir) / "logs"
@@ -230,7 +245,8 @@ def trainer_kw(prof, run_dir:str|Path, name:str, sft:bool=False, disc:bool=False
 
 # %% ../nbs/04b_training.ipynb #96d9f2bb
 def save_trained(tr, tok, path:str|Path) -> Path:
-    "Save trainer `tr`'s model with `tok` (`calirl.models.save_model`) from the main process, its weights first gathered from every process."
+    ("Save trainer `tr`'s model with `tok` (`calirl.models.save_model`) from the main process, its weights first "
+     "gathered from every process.")
     from calirl.models import save_model
     acc = tr.accelerator
     state = acc.get_state_dict(tr.model)              # a collective under FSDP: every process takes part
@@ -255,7 +271,8 @@ def rank_device(device:str) -> str:
 
 # %% ../nbs/04b_training.ipynb #b251788c
 def _seeded_sft_trainer():
-    "TRL's SFTTrainer with the batch_rebalance sampler drawing from the run's seed (transformers leaves it at 42), as random order's sampler does."
+    ("TRL's SFTTrainer with the batch_rebalance sampler drawing from the run's seed (transformers leaves it at 42), as "
+     "random order's sampler does.")
     from trl import SFTTrainer
     from transformers.trainer_pt_utils import BatchRebalanceSampler
     class SeededSFTTrainer(SFTTrainer):
@@ -267,14 +284,18 @@ def _seeded_sft_trainer():
 
 def _sft_trainer(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:float, batch_size:int, max_length:int,
                  seed:int=0, sampling:str="random", processes:int=1, report_to="none", logs_dir:str|Path|None=None, micro_batches:int=1, callbacks=None):
-    "TRL's SFTTrainer for `sft_train`: `batch_size` sequences per step over all `processes`, each process's share in `micro_batches` balanced micro-batches, loss on the generation span only; float32 masters, autocast at the model's dtype."
+    ("TRL's SFTTrainer for `sft_train`: `batch_size` sequences per step over all `processes`, each process's share in "
+     "`micro_batches` balanced micro-batches, loss on the generation span only; float32 masters, autocast at the "
+     "model's dtype.")
     from datasets import Dataset
     from trl import SFTConfig
     if batch_size % processes: raise ValueError(f"batch_size {batch_size} does not split over {processes} processes")
     if micro_batches < 1 or micro_batches > batch_size // processes:
-        raise ValueError(f"micro_batches must be between 1 and the batch per process ({batch_size // processes}), got {micro_batches}")
+        raise ValueError(f"micro_batches must be between 1 and the batch per process ({batch_size // processes}), got "
+                         f"{micro_batches}")
     if micro_batches > 1 and sampling != "random":
-        raise ValueError(f"micro_batches = {micro_batches} splits the batches random order draws; it cannot be combined with sampling = {sampling!r}")
+        raise ValueError(f"micro_batches = {micro_batches} splits the batches random order draws; it cannot be "
+                         f"combined with sampling = {sampling!r}")
     steps = epochs * -(-len(chats) // batch_size)
     dtype = model.dtype                                      # the precision it runs in; the weights it trains become float32
     fp32_masters(model, whole=processes > 1)
@@ -289,7 +310,8 @@ def _sft_trainer(model, tok, chats:list[Chat], out_dir:str|Path, epochs:int, lr:
 
 # %% ../nbs/04b_training.ipynb #0e5f32a3
 def _sft_job(job:dict) -> list[dict]:
-    "In each launched process: fine-tune the model saved at `job['path']` as `sft_train` does and save it to `job['out']`; the logged losses."
+    ("In each launched process: fine-tune the model saved at `job['path']` as `sft_train` does and save it to "
+     "`job['out']`; the logged losses.")
     from calirl.models import load_model
     model, tok = load_model(job["path"], device=rank_device(job["device"]), dtype=job["dtype"], lora={} if job["lora"] else None)
     tr = _sft_trainer(model, tok, **job["args"])
@@ -300,7 +322,9 @@ def _sft_job(job:dict) -> list[dict]:
 def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, *, epochs:int, lr:float, batch_size:int, max_length:int,
               seed:int=0, sampling:str="random", processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None,
               report_to="none", logs_dir:str|Path|None=None, threads:int=0, micro_batches:int=1, callbacks=None):
-    "Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; `micro_batches` > 1 cuts each batch into that many micro-batches of similar cost. It trains float32 weights and comes back in its own dtype."
+    ("Fine-tune `model` on `chats` with TRL's SFTTrainer, loss on the template's generation span only, here (on "
+     "`threads` BLAS threads; 0: torch's count) or over `processes` launched processes; `micro_batches` > 1 cuts each "
+     "batch into that many micro-batches of similar cost. It trains float32 weights and comes back in its own dtype.")
     args = dict(chats=chats, out_dir=str(out_dir), epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed, sampling=sampling,
                 processes=processes, report_to=report_to, logs_dir=logs_dir, micro_batches=micro_batches, callbacks=callbacks)
     if processes <= 1:
@@ -325,7 +349,8 @@ def sft_train(model, tok, chats:list[Chat], out_dir:str|Path, *, epochs:int, lr:
 def _dpo_trainer(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float, batch_size:int, max_length:int, epochs:int=1,
                  seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False, processes:int=1,
                  report_to="none", logs_dir:str|Path|None=None, lora:bool=False, callbacks=None):
-    "TRL's DPOTrainer for `dpo_train` and its tokenizer: `batch_size` pairs per step over all `processes`; float32 masters (`lora`: float32 adapters on the frozen model in `dtype`), autocast at `dtype`."
+    ("TRL's DPOTrainer for `dpo_train` and its tokenizer: `batch_size` pairs per step over all `processes`; float32 "
+     "masters (`lora`: float32 adapters on the frozen model in `dtype`), autocast at `dtype`.")
     from datasets import Dataset
     from transformers import PrinterCallback, set_seed
     from trl import DPOConfig, DPOTrainer
@@ -354,7 +379,8 @@ def _dpo_job(job:dict) -> list[dict]:
     return [h for h in tr.state.log_history if "loss" in h]
 
 def merged(model, dtype:str="auto"):
-    "`model` for inference in the profile's `dtype`: a PEFT model's trained adapter merged into its weights, the rest as it is."
+    ("`model` for inference in the profile's `dtype`: a PEFT model's trained adapter merged into its weights, the rest "
+     "as it is.")
     from calirl.models import resolve_dtype
     if hasattr(model, "peft_config"): model = model.merge_and_unload(adapter_names=["default"])
     return model.to(resolve_dtype(str(dtype).removeprefix("torch."), model.device.type))
@@ -363,7 +389,9 @@ def dpo_train(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float, ba
               seed:int=0, device:str="auto", dtype:str="auto", scheduler:str="linear", precompute_ref:bool=False,
               processes:int=1, accelerate_config:str|Path|None=None, log:str|Path|None=None, report_to="none", logs_dir:str|Path|None=None,
               threads:int=0, lora:bool=False, callbacks=None):
-    "Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected `pairs`, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; reference = that model, frozen; `lora`: a LoRA adapter trains, merged after. The model comes back in `dtype`."
+    ("Offline DPO (sigmoid loss, gradients clipped at 1) of the model at `model_path` on prompt/chosen/rejected "
+     "`pairs`, here (on `threads` BLAS threads; 0: torch's count) or over `processes` launched processes; reference = "
+     "that model, frozen; `lora`: a LoRA adapter trains, merged after. The model comes back in `dtype`.")
     args = dict(model_path=str(model_path), pairs=pairs, lr=lr, beta=beta, batch_size=batch_size, max_length=max_length, epochs=epochs, seed=seed,
                 device=device, dtype=dtype, scheduler=scheduler, precompute_ref=precompute_ref, processes=processes, report_to=report_to, logs_dir=logs_dir,
                 lora=lora, callbacks=callbacks)
@@ -380,7 +408,8 @@ def dpo_train(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float, ba
 
 # %% ../nbs/04b_training.ipynb #653a63ab
 def preference_pair(tok, context:Chat, chosen:str, rejected:str, role:str="assistant") -> dict:
-    "A TRL preference row continuing `context` with `chosen` or `rejected` as a `role` message, in the form that ends it as `tok`'s template does."
+    ("A TRL preference row continuing `context` with `chosen` or `rejected` as a `role` message, in the form that ends "
+     "it as `tok`'s template does.")
     from calirl.models import turn_end_token
     if turn_end_token(tok) == tok.eos_token:                  # ChatML: TRL's appended eos is the template's end of turn
         return dict(prompt=tok.apply_chat_template(context, tokenize=False, add_generation_prompt=True), chosen=chosen, rejected=rejected)
@@ -406,7 +435,8 @@ SFT_SPEEDUPS = {"group_by_length": ("speedup", "grouped by length"), "random_2pr
                 "micro_threads": ("speedup_micro_threads", "both")}   # each setup's speedup over `random`: its key and its words
 
 def sft_setup_names(setups:Iterable[str]|None=None) -> list[str]:
-    "The names of `setups` (default: all of `SFT_SETUPS`), checked: each one of `SFT_SETUPS`, `random` (the speedups' reference) among them."
+    ("The names of `setups` (default: all of `SFT_SETUPS`), checked: each one of `SFT_SETUPS`, `random` (the speedups' "
+     "reference) among them.")
     names = list(SFT_SETUPS) if setups is None else list(setups)
     if "random" not in names or any(s not in SFT_SETUPS for s in names):
         raise ValueError(f"setups must be among {', '.join(SFT_SETUPS)}, random among them; got {names}")
@@ -415,7 +445,9 @@ def sft_setup_names(setups:Iterable[str]|None=None) -> list[str]:
 # %% ../nbs/04b_training.ipynb #548ffb75
 def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, layers:int=2, seed:int=0, repeats:int=2, log=print,
                    setups:Iterable[str]|None=None) -> dict:
-    "Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of `setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a dict."
+    ("Seconds per SFT step (the trainer call's wall time over its steps) and held-out loss after training, for each of "
+     "`setups` (default: all of `SFT_SETUPS`; `random` among them): medians over `repeats` `interleaved` rounds; a "
+     "dict.")
     names = sft_setup_names(setups)
     import time
     from calirl.runtime import blas_threads, interleaved, median_of, trainer_threads
@@ -436,7 +468,8 @@ def bench_sft_step(n:int=640, epochs:int=2, batch_size:int=32, hidden:int=128, l
             model, _ = sft_train(model, ptok, chats, d, epochs=epochs, lr=1e-3, batch_size=batch_size, max_length=512, seed=seed, sampling=sampling, processes=procs, micro_batches=micro)
             r = dict(step_s=(time.perf_counter() - t0) / steps, threads=n_threads)
             r["heldout_loss"] = sft_heldout_loss(model, ptok, held, 512)
-        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {micro} micro-batch(es), {r['step_s']:.3f} s per step; held-out loss {r['heldout_loss']:.4f}")
+        log(f"{name:>16}: {procs} process(es) × {n_threads} thread(s), {micro} micro-batch(es), {r['step_s']:.3f} s "
+            f"per step; held-out loss {r['heldout_loss']:.4f}")
         return r
     runs = interleaved({name: (lambda name=name: run(name, *SFT_SETUPS[name])) for name in names}, repeats)
     for name, rs in runs.items():

@@ -206,7 +206,8 @@ def artifact_simulator(**kw) -> ScriptedUser:
 
 # %% ../nbs/03_users.ipynb #53c29b15
 def goal_text(item:TaskItem) -> str:
-    "What the simulator is told it wants: the complete request, what the user holds (a tiny docedit item's draft and the changes it wants) and, when known, the reference answer."
+    ("What the simulator is told it wants: the complete request, what the user holds (a tiny docedit item's draft and "
+     "the changes it wants) and, when known, the reference answer.")
     held = f"\n(my note now reads : {render_doc(item.goal['draft'])})" if item.goal.get("draft") else ""
     held += f"\n(the changes i want : {render_doc(item.goal['edits'])})" if item.goal.get("edits") else ""
     return f"{item.x}{held}\n(reference answer: {item.y_star})" if item.y_star else item.x + held
@@ -221,7 +222,8 @@ class PromptedSimulator:
     answered: int = 0                     # batches the model answered; until one has, a failure is a setup error, not noise
 
     def respond(self, items:list[TaskItem], chats:list[Chat], states:list[dict]) -> list[UserTurn]:
-        "Prompt the model once for the whole batch; parse every reply leniently. A failed call is counted, unless no call has worked yet."
+        ("Prompt the model once for the whole batch; parse every reply leniently. A failed call is counted, unless no "
+         "call has worked yet.")
         prompts = [[{"role": "user", "content": user_simulator_prompt(it.task, goal_text(it), chat)}] for it, chat in zip(items, chats)]
         try: texts = list(self.generate(prompts))
         except Exception as e:
@@ -242,7 +244,8 @@ class PromptedSimulator:
 # %% ../nbs/03_users.ipynb #247a36d3
 @dataclass
 class ScriptedAssistant:
-    "A rule-based tiny-world assistant: asks with probability `ask_rate` (once it has chosen to ask, every turn, if `keep_asking`), slips with probability `slip`."
+    ("A rule-based tiny-world assistant: asks with probability `ask_rate` (once it has chosen to ask, every turn, if "
+     "`keep_asking`), slips with probability `slip`.")
     ask_rate: float = 0.5
     slip: float = 0.1
     name: str = "scripted-assistant"
@@ -332,7 +335,8 @@ def side_by_side(item:TaskItem, assistant_turns:list[str], users:list, seed:int=
 
 # %% ../nbs/03_users.ipynb #1848b069
 def world_corpus(items:list[TaskItem], seed:int=0, turns:int=7) -> list[str]:
-    "Every message of scripted conversations on `items` (both user models, several assistants; up to `turns` assistant turns each): a tokenizer's corpus."
+    ("Every message of scripted conversations on `items` (both user models, several assistants; up to `turns` "
+     "assistant turns each): a tokenizer's corpus.")
     texts = []
     for k, (ask, slip) in enumerate([(0.0, 0.3), (0.5, 0.1), (1.0, 0.0)]):
         for u in (scripted_human(), artifact_simulator()):

@@ -81,7 +81,8 @@ def session_user_labels(item:TaskItem, messages:list) -> list[frozenset]:
 
 # %% ../nbs/12_validity.ipynb #9b0a3606
 def labeller_agreement(dialogues:list, items:list[TaskItem]) -> tuple[float, pd.DataFrame]:
-    "Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label agreement."
+    ("Exact-set agreement of `user_labels` with `labels_from_acts` over every labelled user message, and per-label "
+     "agreement.")
     by_id, pairs = {it.item_id: it for it in items}, []
     for d in dialogues:
         row = vars(d) if hasattr(d, "messages") else d                # a Conversation or a row of its Parquet file
@@ -296,7 +297,8 @@ def _lm_sessions(member, user, items, H, max_new_tokens, temperature, seed, judg
     return [(t.item_id, t.task, t.messages, t.user_acts, r["score"]) for t, r in zip(T, df.to_dict("records"))]
 
 def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
-    "The same for a scripted assistant (anything with `act(item, chat, state, rng)`), through `calirl.dialogue.converse`."
+    ("The same for a scripted assistant (anything with `act(item, chat, state, rng)`), through "
+     "`calirl.dialogue.converse`.")
     from calirl.rewards import task_reward
     from calirl.dialogue import converse
     by_id = {it.item_id: it for it in items}
@@ -306,7 +308,8 @@ def _scripted_sessions(assistant, user, items, H, seed, judge) -> list[tuple]:
 # %% ../nbs/12_validity.ipynb #b83489cc
 def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, seeds:dict,
                  annotate:Callable=text_annotator, judge="verifier", log=print, *, policy_prompt:str) -> tuple[pd.DataFrame, dict]:
-    "Sessions of every policy (`name -> () -> (model, tok)`, prompted as `policy_prompt` says, or a scripted assistant) with every user model (`name -> () -> user`), scored and annotated."
+    ("Sessions of every policy (`name -> () -> (model, tok)`, prompted as `policy_prompt` says, or a scripted "
+     "assistant) with every user model (`name -> () -> user`), scored and annotated.")
     by_id, rows, transcripts = {it.item_id: it for it in items}, [], {}
     for pname, load in zoo.items():
         t0 = time.time()
@@ -327,7 +330,8 @@ def evaluate_zoo(zoo:dict, users:dict, items:list[TaskItem], H:int, max_new_toke
 
 # %% ../nbs/12_validity.ipynb #3610ee09
 def zoo_table(S:pd.DataFrame, ensemble:list[str]|None=None) -> pd.DataFrame:
-    "Per (policy, user): sessions, issue rate, success, mean score, issue counts; plus an `ensemble` mean over the named users."
+    ("Per (policy, user): sessions, issue rate, success, mean score, issue counts; plus an `ensemble` mean over the "
+     "named users.")
     cnt = [f"n_{c}" for c in ISSUES]
     agg = S.groupby(["policy", "user"], sort=False).agg(sessions=("item_id", "size"), score=("score", "mean"),
             success=("success", "mean"), assistant_messages=("assistant_messages", "sum"),
@@ -456,7 +460,8 @@ def kit_page(pairs:list[dict], kit_id:str) -> str:
 # %% ../nbs/12_validity.ipynb #2d5f6d1e
 def human_kit(transcripts:dict, simulators:list[str], policies:list[str], item_ids:list[str], n_pairs:int, out_dir:str|Path,
               real:str="real", seed:int=0) -> dict:
-    "Write `index.html` (the page) and `answer_key.json` to `out_dir`: `n_pairs` shuffled (real, simulated) session pairs."
+    ("Write `index.html` (the page) and `answer_key.json` to `out_dir`: `n_pairs` shuffled (real, simulated) session "
+     "pairs.")
     rng, pairs, key = random.Random(f"kit|{seed}"), [], {}
     for k in range(n_pairs):
         sim, pol, item = simulators[k % len(simulators)], rng.choice(policies), rng.choice(item_ids)
@@ -475,7 +480,8 @@ def human_kit(transcripts:dict, simulators:list[str], policies:list[str], item_i
 
 # %% ../nbs/12_validity.ipynb #e42b0e32
 def score_answers(answers:list, key:dict) -> dict:
-    "Per-simulator success at spotting the real user (pooled and per annotator), and Kendall's W over annotators' fool rates."
+    ("Per-simulator success at spotting the real user (pooled and per annotator), and Kendall's W over annotators' "
+     "fool rates.")
     rows, skipped, seen = [], [], Counter()
     for a in answers:
         try: a = json.loads(Path(a).read_text(encoding="utf-8")) if isinstance(a, (str, Path)) else a
