@@ -9,10 +9,10 @@ section; nothing here imports torch, so a dry run stays fast."""
 # %% auto #0
 __all__ = ['STATUSES', 'VOCAB', 'LOGIT_BYTES', 'PAPER_VERSIONS', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'COLLABLLM_COST',
            'GRPO_USERS', 'DECODE_UTILISATION', 'Finding', 'conversations_in', 'task_data_findings', 'hub_offline',
-           'is_network_error', 'data_findings', 'hub_ids', 'hub_findings', 'served_models', 'endpoint_findings',
-           'visible_gpus', 'batch_findings', 'layout_findings', 'logits_findings', 'installed_version',
-           'version_findings', 'preflight', 'format_findings', 'active_params', 'conversation_tokens', 'stage_flops',
-           'gpu_hours', 'wall_clock_days']
+           'is_network_error', 'data_findings', 'hub_ids', 'hub_findings', 'served_models', 'answers_as',
+           'endpoint_findings', 'visible_gpus', 'batch_findings', 'layout_findings', 'logits_findings',
+           'installed_version', 'version_findings', 'preflight', 'format_findings', 'active_params',
+           'conversation_tokens', 'stage_flops', 'gpu_hours', 'wall_clock_days']
 
 # %% ../nbs/00g_preflight.ipynb #8003025d
 import json, math, os, shutil, subprocess, urllib.error, urllib.parse, urllib.request
@@ -162,26 +162,38 @@ def hub_findings(prof:Profile, timeout:float=10.0) -> list[Finding]:
     return out
 
 # %% ../nbs/00g_preflight.ipynb #e37e61dc
-def served_models(base_url:str, timeout:float=5.0) -> list[str]:
-    ("The model ids an OpenAI-compatible endpoint lists at `GET <base_url>/models` (the key from OPENAI_API_KEY, if "
-     "set).")
-    req = urllib.request.Request(f"{base_url.rstrip('/')}/models")
+def _request(base_url:str, path:str, body:dict|None, timeout:float):
+    "The JSON answer of the endpoint at `base_url` to GET (or, with a `body`, POST) `path`, with OPENAI_API_KEY's bearer token if set."
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{base_url.rstrip('/')}{path}", data=data, headers={"Content-Type": "application/json"})
     if os.environ.get("OPENAI_API_KEY"): req.add_header("Authorization", f"Bearer {os.environ['OPENAI_API_KEY']}")
-    with urllib.request.urlopen(req, timeout=timeout) as r: return [m["id"] for m in json.loads(r.read())["data"]]
+    with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
 
+def served_models(base_url:str, timeout:float=5.0) -> list[str]:
+    "The model ids an OpenAI-compatible endpoint lists at `GET <base_url>/models`."
+    return [m["id"] for m in _request(base_url, "/models", None, timeout)["data"]]
+
+def answers_as(base_url:str, model:str, timeout:float=120.0) -> bool:
+    "Whether the endpoint answers a one-token chat completion as `model` (for servers whose `/models` lists only some models)."
+    try: return bool(_request(base_url, "/chat/completions", {"model": model, "max_tokens": 1,
+                                                             "messages": [{"role": "user", "content": "hi"}]}, timeout)["choices"])
+    except (OSError, ValueError, KeyError): return False
+
+# %% ../nbs/00g_preflight.ipynb #2804119d
 def endpoint_findings(prof:Profile, timeout:float=5.0) -> list[Finding]:
-    ("Whether the endpoint the profile leaves to the user (`serve = false`) answers and serves `oracle_model` and "
-     "`judge_model`.")
+    "Whether the endpoint the profile leaves to the user (`serve = false`) answers and serves `oracle_model` and `judge_model`."
     if prof.eval_backend != "openai" or prof.serve: return []
     names = {k: getattr(prof, k) for k in ("oracle_model", "judge_model") if getattr(prof, k) not in ("scripted", "verifier")}
-    try: served = served_models(prof.openai_base_url, timeout)
+    url = prof.openai_base_url
+    try: served = served_models(url, timeout)
+    except urllib.error.HTTPError: served = []                   # it answers, but does not list (older `transformers serve`)
     except (OSError, ValueError, KeyError) as e:
-        return [Finding("endpoint", "fail", "openai_base_url", f"nothing serves models at {prof.openai_base_url} "
-                                                               f"({type(e).__name__}): start the oracle/judge "
-                        f"server first (docs/paper_scale.md), or set serve = true to have calirl start one")]
-    return [Finding("endpoint", "ok" if m in served else "fail", k, f"{m} is served at {prof.openai_base_url}" if m in served else
-                    f"{prof.openai_base_url} serves {', '.join(served) or 'no model'}, not {m}: serve {m} there, or "
-                    f"set {k} to what it serves")
+        return [Finding("endpoint", "fail", "openai_base_url", f"nothing serves models at {url} ({type(e).__name__}): start "
+                        f"the oracle/judge server first (docs/paper_scale.md), or set serve = true to have calirl start one")]
+    ok = {m: m in served or answers_as(url, m) for m in set(names.values())}
+    return [Finding("endpoint", "ok", k, f"{m} is served at {url}") if ok[m] else
+            Finding("endpoint", "fail", k, f"{url} serves {', '.join(served) or 'no model it lists'} and does not answer as {m}: "
+                                           f"serve {m} there, or set {k} to what it serves")
             for k, m in names.items()]
 
 # %% ../nbs/00g_preflight.ipynb #c9558e8b

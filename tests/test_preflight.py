@@ -51,7 +51,7 @@ def test_an_endpoint_serving_another_model_is_refused(endpoint):
     url = endpoint(["Qwen/Qwen2.5-72B-Instruct"])
     got = _refusals(calirl("reproduce", "--profile", "paper", "--dry-run", *CPU, "-p", f"openai_base_url={url}", "--root", ROOT, cwd=ROOT))
     assert set(got) == {"oracle_model", "judge_model"}, got
-    assert "serves Qwen/Qwen2.5-72B-Instruct, not Qwen/Qwen3-235B-A22B-Instruct-2507-FP8" in got["oracle_model"], got
+    assert "serves Qwen/Qwen2.5-72B-Instruct and does not answer as Qwen/Qwen3-235B-A22B-Instruct-2507-FP8" in got["oracle_model"], got
 
 def test_a_batch_that_does_not_split_over_the_processes_is_refused(endpoint):
     url = endpoint(["Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"])
