@@ -724,7 +724,7 @@ def plot_curves(df:pd.DataFrame, smooth:int=1):
 
 # %% ../nbs/09_grpo.ipynb #badf3c4f
 def _pass_seconds(tr, repeats:int) -> dict:
-    "Seconds of TRL's loss pass (forward and backward) over the last step's batch with every row and with `drop_zero_rows`, `interleaved` `repeats` times: medians, both losses, the share of rows dropped."
+    "Seconds of TRL's loss pass (forward and backward) over the last step's batch with every row and with `drop_zero_rows`, `interleaved` `repeats` times: medians, both losses, the shares of rows and of real tokens dropped."
     import statistics
     from calirl.runtime import interleaved
     batches = tr._buffered_inputs                                  # the last step's passes, as TRL split its batch
@@ -742,11 +742,13 @@ def _pass_seconds(tr, repeats:int) -> dict:
     runs = interleaved({"full": lambda: one(False), "dropped": lambda: one(True)}, repeats)
     tr.drop_zero = True
     model.zero_grad(set_to_none=True)
-    rows = sum(len(b["advantages"]) for b in batches)
-    live = sum(len(live_rows(b["advantages"], pass_mask(b), b["prompt_mask"].sum(1) + b["completion_mask"].sum(1))) for b in batches)
+    lengths = [b["prompt_mask"].sum(1) + b["completion_mask"].sum(1) for b in batches]       # (B,) real tokens of each row
+    kept = [live_rows(b["advantages"], pass_mask(b), n) for b, n in zip(batches, lengths)]
+    tokens = sum(int(n.sum()) for n in lengths)
     median = lambda k: statistics.median(r["s"] for r in runs[k])
     return dict(pass_full_s=median("full"), pass_dropped_s=median("dropped"), pass_loss_full=runs["full"][0]["loss"],
-                pass_loss_dropped=runs["dropped"][0]["loss"], rows_dropped_last=(rows - live) / rows)
+                pass_loss_dropped=runs["dropped"][0]["loss"], rows_dropped_last=1 - sum(map(len, kept)) / sum(map(len, lengths)),
+                tokens_dropped_last=1 - sum(int(n[k].sum()) for n, k in zip(lengths, kept)) / tokens)
 
 # %% ../nbs/09_grpo.ipynb #19abf622
 BENCH_PHASES = ("generation", "rollout", "scoring", "forward", "backward", "training_step")
@@ -811,7 +813,8 @@ def _bench_report(runs:dict[str, list[dict]], out:dict, chunk:int, log=print) ->
         if "pass_full_s" in r:
             out[f"drop_speedup_{name}"] = r["pass_full_s"] / r["pass_dropped_s"]
             log(f"{'':>9}  loss pass on the last step's batch: {r['pass_full_s']:.3f} s with every row, "
-                f"{r['pass_dropped_s']:.3f} s without the {r['rows_dropped_last']:.0%} that carry no gradient "
+                f"{r['pass_dropped_s']:.3f} s without the {r['rows_dropped_last']:.0%} of its rows ({r['tokens_dropped_last']:.0%} of its "
+                f"tokens) that carry no gradient "
                 f"({out[f'drop_speedup_{name}']:.2f}x; over all steps {r['rows_dropped']:.0%} of the rows were dropped)")
     out["speedup"] = out["step_s_generate"] / out["step_s_lean"]
     out["speedup_chunked"] = out["step_s_generate"] / out["step_s_chunked"]
