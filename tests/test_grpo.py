@@ -4,6 +4,9 @@ training run resumes from its last checkpoint to the same result as an uninterru
 # lr = 1e-3 per weight): lr/100 after a resume from a checkpoint, lr/1000 where only micro-batching or chunking differs;
 # a step taken differently moves weights by ~lr and fails. Advantages (float32, groups of ≤ 8 values ≤ 1) at 1e-6.
 # vLLM importance ratios: exp of a sum of ≤ 20 float32 log-prob differences, bounded by C_max = 3: 3·20·1.2e-7 ≈ 7e-6 < 1e-5.
+# Rows dropped from the loss pass: loss and gradients against the full pass within `order_bound` of the chains of sums
+# they come from (the model's forward_reduction, the backward pass through it, the sum over the batch), at the scale of
+# the rows' absolute contributions; weights after steps with rows dropped at lr/1000, as for chunking.
 import math
 import pytest
 import torch
@@ -328,3 +331,100 @@ def test_vllm_colocate_grpo_on_the_text_folder_of_a_multimodal_checkpoint(tmp_pa
                     rollout_func=interactive_rollout_func(artifact_simulator(), items, tok, 2, gpu, PerTask("max_len", 256, 256)))
     assert tr.state.global_step == 2 and len(step_log(tr)) == 2
     print(f"multimodal checkpoint's text folder on vLLM: rewards {[h['reward'] for h in step_log(tr)]}")
+
+
+@pytest.mark.parametrize("chunk", [0, 3])
+def test_dropping_zero_rows_equals_the_full_pass(tiny, chunk):
+    """With kl_beta = 0 and DAPO, the rows with Â = 0 (groups whose rewards do not vary) are left out of the loss pass:
+    loss and gradients equal the full pass's within the rounding of the sums they come from (`order_bound`), while
+    leaving out one row that has a gradient too is caught by the same bound; the dropped rows' columns are cut."""
+    from calirl.grpo import dropped_vs_full, zero_groups_batch
+    from calirl.runtime import assert_order_close
+    model, tok, _ = tiny
+    for seed, zero in [(0, [1]), (1, [0, 2]), (2, [2])]:
+        d = dropped_vs_full(model, tok, zero_groups_batch(tok, 4, 3, zero, seed), 4, 0.2, 0.28, seed=seed, chunk=chunk)
+        assert (d["rows"], d["run"]) == (12, 4 * (3 - len(zero))) and d["width_dropped"] < d["width"], d
+        assert_order_close(d["loss_dropped"], d["loss"], *d["loss_reduction"], scale=d["loss_scale"])
+        with pytest.raises(AssertionError, match="exceeds"):
+            assert_order_close(d["loss_missing_row"], d["loss"], *d["loss_reduction"], scale=d["loss_scale"])
+        for g, h, s in zip(d["grads_dropped"], d["grads"], d["grad_scales"]):
+            assert_order_close(g, h, *d["grad_reduction"], scale=s.max())
+
+
+def test_a_pass_with_every_row_dropped_writes_zero_gradients(tiny):
+    """No row of the pass has a gradient: its shortest row alone runs, and every parameter gets a gradient of exactly 0
+    (not None, which AdamW would skip), as in TRL's full pass."""
+    from calirl.grpo import dropped_vs_full, zero_groups_batch
+    model, tok, _ = tiny
+    d = dropped_vs_full(model, tok, zero_groups_batch(tok, 4, 2, [0, 1], 0), 4, 0.2, 0.28)
+    assert d["run"] == 1 and d["loss"] == d["loss_dropped"] == 0.0, d
+    assert all(g is not None and not g.any() for g in d["grads_dropped"])
+    assert all(g is not None and not g.any() for g in d["grads"])
+
+
+@pytest.mark.parametrize("mask_truncated", [False, True])
+def test_reference_equals_trl_with_rows_dropped(tiny, mask_truncated):
+    """The check against TRL's computation holds with the rows that carry no gradient dropped (the edge-case batch's
+    zero-variance group, unscorable row and fully masked row), and through TRL's vLLM importance-sampling path."""
+    from calirl.grpo import compare_with_trl, edge_case_batch
+    model, tok, _ = tiny
+    for seed in (0, 1):
+        d = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=seed), 4, 0.2, 0.28, 1.0, mask_truncated=mask_truncated, seed=seed, drop=True)
+        assert d["advantages"] < 1e-6 and d["loss"] < 1e-6 and d["grad"] < 1e-6 and d["mask"] == 0 and d["clip_fraction"] > 0, d
+    d = compare_with_trl(model, tok, edge_case_batch(tok, G=4, seed=0), 4, 0.2, 0.28, 1.0, mask_truncated=mask_truncated, is_mode="sequence_mask", drop=True)
+    assert d["loss"] < 1e-6 and d["grad"] < 1e-6 and d["is_ratio"] < 1e-5, d
+
+
+def half_flat(prompts, completions, completion_ids, item_id, **kw):
+    "A reward that varies within math-chat groups and is 0 for every docedit-chat episode: their groups have Â = 0."
+    return [0.0 if i.startswith("doce") else float(sum(c) % 7) for c, i in zip(completion_ids, item_id)]
+
+
+def flat(prompts, completions, **kw):
+    "The same reward for every episode: no group has a learning signal."
+    return [1.0] * len(completions)
+
+
+def test_dropping_gives_the_same_update(tiny, tmp_path):
+    """Training steps with rows dropped (the default where exact) move the policy as steps over every row do; a step in
+    which no row has a gradient gives AdamW a zero gradient for every parameter, so its state is the full pass's."""
+    import copy
+    from calirl.grpo import grpo_config, interactive_rollout_func, interleave, train_grpo
+    from calirl.users import artifact_simulator
+    model, tok, items = tiny
+    rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
+    rf = interactive_rollout_func(artifact_simulator(), items, tok, 2, SETTINGS, PerTask("max_len", 256, 256))
+    out = {}
+    for reward, steps in ((half_flat, 2), (flat, 1)):
+        for drop in (False, True):
+            tr = train_grpo(copy.deepcopy(model), tok, rows, reward, grpo_config(tmp_path / f"{reward.__name__}-{drop}", steps, SETTINGS, save_steps=10),
+                            rollout_func=rf, drop_zero=drop)
+            assert hasattr(tr, "zero_rows") == drop
+            out[reward.__name__, drop] = tr
+        dropped = out[reward.__name__, True]
+        want = dict(run=1, dropped=SETTINGS.grpo_batch - 1) if reward is flat else None        # flat: the shortest row alone runs
+        assert dropped.zero_rows == want if want else dropped.zero_rows["dropped"] >= 2 * steps, dropped.zero_rows   # docedit's group, each step
+        for a, b in zip(out[reward.__name__, False].model.parameters(), dropped.model.parameters()):
+            assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+    assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out["half_flat", True].model.parameters()))   # it did learn
+    full, dropped = out["flat", False], out["flat", True]
+    for a, b in zip(full.model.parameters(), dropped.model.parameters()):
+        sa, sb = full.optimizer.state[a], dropped.optimizer.state[b]
+        assert sb and sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa), (sa, sb)   # a zero gradient, not None
+
+
+def test_rows_are_dropped_only_where_the_update_stays_trls(tiny, tmp_path):
+    """`grpo_trainer` drops rows with kl_beta = 0 and DAPO; with a KL term every row has a gradient and all are kept,
+    and `drop_zero_rows` refuses a trainer whose loss would change (another normaliser, a KL term)."""
+    from calirl.grpo import drop_zero_rows, grpo_config, grpo_trainer
+    from calirl.models import load_model, save_model
+    model, tok, _ = tiny
+    model, tok = load_model(save_model(model, tok, tmp_path / "base"), device="cpu", dtype="float32")   # TRL builds its KL reference from the folder
+    make = lambda beta, **kw: grpo_trainer(model, tok, [{"prompt": "p"}] * 2, flat, grpo_config(tmp_path / f"b{beta}", 1, SETTINGS.changed(kl_beta=beta)), **kw)
+    assert make(0.0).drop_zero is True and not hasattr(make(0.0, drop_zero=False), "drop_zero")
+    kl = make(0.04)
+    assert not hasattr(kl, "drop_zero")
+    with pytest.raises(ValueError, match="kl_beta = 0"): drop_zero_rows(kl)
+    bnpo = make(0.0, drop_zero=False)
+    bnpo.loss_type = "bnpo"
+    with pytest.raises(ValueError, match="loss_type = dapo"): drop_zero_rows(bnpo)
