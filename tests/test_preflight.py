@@ -59,3 +59,8 @@ def test_a_batch_that_does_not_split_over_the_processes_is_refused(endpoint):
                            "--root", ROOT, cwd=ROOT))
     assert set(got) == {"processes", "sft_batch_size"}, got                  # 8,192 rollouts ≠ 16 × 3 × k; 32 conversations ≠ 3 × k
     assert "grpo_batch = 8,192 is not micro_batch (16) × processes (3)" in got["processes"], got
+
+def test_the_shipped_constraints_are_the_preflights_version_set():
+    from calirl.preflight import PAPER_VERSIONS
+    lines = (ROOT / "constraints" / "paper.txt").read_text().splitlines()
+    assert {l.split("==")[0]: l.split("==")[1] for l in lines if "==" in l and not l.startswith("#")} == PAPER_VERSIONS

@@ -57,7 +57,7 @@ def _neutral(key:str, value) -> bool:
     "Whether `value` (any literal, lists included) is one of `key`'s `NEUTRAL` defaults, of the same type (`True` is not `1`)."
     return any(type(value) is type(v) and value == v for v in NEUTRAL.get(key, ()))
 
-ALLOWED = {"04c_base_policy.ipynb:3: device = 'cpu'"}   # a stub model's `.device` attribute in a demo, not the run's setting
+ALLOWED = {"04c_base_policy.ipynb:4: device = 'cpu'"}   # a stub model's `.device` attribute in a demo, not the run's setting
 
 def test_no_setting_is_written_outside_settings_ini():
     "No notebook cell (parameters cells included) and no package module assigns a literal to a profile key's name, or gives a parameter of that name a literal default that is not `NEUTRAL`: values live in settings.ini."
