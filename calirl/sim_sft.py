@@ -58,6 +58,9 @@ def simulator_init(simulator_model:str, tok, arch:str, hidden:int, layers:int, l
         if base is None: raise ValueError("simulator_model = tiny-base starts from the base policy: pass its folder as "
                                           "`base`")
         return load_model(base)[0], with_role(tok, "simulator")
+    if lora:                                           # the adapter's random start comes from `seed`, not from whatever ran before
+        from calirl.runtime import seed_everything
+        seed_everything(seed)
     m, t = load_model(simulator_model, lora={} if lora else None)
     return m, simulator_template(t)
 

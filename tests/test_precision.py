@@ -97,3 +97,16 @@ def test_launched_lora_trainers_take_the_steps_of_one_process(tiny):
     a, b = dpo_train(pol, pairs, **kw)[0], dpo_train(pol, pairs, processes=2, **kw)[0]
     start, _ = load_model(pol, device="cpu", dtype="float32")
     assert _gap(a, b) < 1e-3 / 100 < _gap(a, start)                   # the same steps, and steps were taken
+
+def test_phase_one_lora_adapter_starts_from_its_seed(tiny):
+    "Phase I's LoRA adapter (`sft_lora`) starts from `seed`, whatever drew random numbers before it (DPO's already did)."
+    from calirl.sim_sft import simulator_init
+    path, tok = tiny["simulator"]
+    lora_weights = lambda m: {n: p.detach().clone() for n, p in m.named_parameters() if "lora_" in n}
+    a, _ = simulator_init(str(path), tok, "qwen2", 32, 1, lora=True, seed=3)
+    torch.rand(1000)                                                    # other work draws between the two starts
+    b, _ = simulator_init(str(path), tok, "qwen2", 32, 1, lora=True, seed=3)
+    c, _ = simulator_init(str(path), tok, "qwen2", 32, 1, lora=True, seed=4)
+    wa, wb, wc = lora_weights(a), lora_weights(b), lora_weights(c)
+    assert wa and all(torch.equal(wa[n], wb[n]) for n in wa)
+    assert any(not torch.equal(wa[n], wc[n]) for n in wa)              # and the seed matters
