@@ -219,11 +219,11 @@ def _bench(a) -> dict:
 # %% ../nbs/00b_cli.ipynb #018af5c4
 def _preflight(root:Path, prof:Profile, steps:list, dry_run:bool) -> bool:
     "Run and print the preflight of `prof` (a dry run: always, in full; a run: when a model-loading notebook is to run); False on a failure."
-    from calirl.preflight import format_findings, preflight
+    from calirl.preflight import format_checks, preflight
     from calirl.stages import stage
     if not dry_run and not any(s.action == "run" and stage(s.name).runs_on == "gpu" for s in steps): return True
     found = preflight(prof, root)
-    text = format_findings(found)
+    text = format_checks(found)
     if dry_run: print("\n" + text)
     elif any(f.status != "ok" for f in found): print(text.splitlines()[0], file=sys.stderr, flush=True)   # a run: quiet when all is well
     for f in found:

@@ -8,11 +8,11 @@ section; nothing here imports torch, so a dry run stays fast."""
 
 # %% auto #0
 __all__ = ['STATUSES', 'VOCAB', 'LOGIT_BYTES', 'PAPER_VERSIONS', 'PARAMS', 'PEAK_FLOPS', 'UTILISATION', 'COLLABLLM_COST',
-           'GRPO_USERS', 'DECODE_UTILISATION', 'Finding', 'conversations_in', 'task_data_findings', 'hub_offline',
-           'is_network_error', 'data_findings', 'hub_ids', 'hub_findings', 'served_models', 'answers_as',
-           'endpoint_findings', 'visible_gpus', 'batch_findings', 'layout_findings', 'logits_findings',
-           'installed_version', 'version_findings', 'preflight', 'format_findings', 'active_params',
-           'conversation_tokens', 'stage_flops', 'gpu_hours', 'wall_clock_days']
+           'GRPO_USERS', 'DECODE_UTILISATION', 'Check', 'conversations_in', 'task_data_checks', 'hub_offline',
+           'is_network_error', 'data_checks', 'hub_ids', 'hub_checks', 'served_models', 'answers_as', 'endpoint_checks',
+           'visible_gpus', 'batch_checks', 'layout_checks', 'logits_checks', 'installed_version', 'version_checks',
+           'preflight', 'format_checks', 'active_params', 'conversation_tokens', 'stage_flops', 'gpu_hours',
+           'wall_clock_days']
 
 # %% ../nbs/00g_preflight.ipynb #8003025d
 import json, math, os, shutil, subprocess, urllib.error, urllib.parse, urllib.request
@@ -24,7 +24,7 @@ from .settings import LOCAL_MODEL_KEYS, PerTask, Profile
 STATUSES = ("ok", "warn", "fail", "not checked")
 
 @dataclass(frozen=True)
-class Finding:
+class Check:
     ("One check's outcome: `what` was checked (data, hub, endpoint, layout), its `status`, the profile `key` it "
      "concerns, and the message.")
     what: str
@@ -37,7 +37,7 @@ class Finding:
                                                          f"{self.status!r}")
 
     def line(self) -> str:
-        "The finding as one line: status, check, key, message."
+        "The check as one line: status, what it checked, key, message."
         return f"{self.status:<11} {self.what:<8} `{self.key}`: {self.message}"
 
 # %% ../nbs/00g_preflight.ipynb #7ed69dd4
@@ -54,27 +54,27 @@ def conversations_in(source:str|Path, task:str, revision:str="") -> int:
     return len(set(map(str, datasets.load_dataset(str(src), revision=revision or None, split="train")["conv_id"])))
 
 # %% ../nbs/00g_preflight.ipynb #2a85ed31
-def task_data_findings(prof:Profile, task:str, conversations:int, where:str) -> list[Finding]:
+def task_data_checks(prof:Profile, task:str, conversations:int, where:str) -> list[Check]:
     "What `task`'s `conversations` (at `where`) allow of what `prof` asks: RL prompts and oracle trajectories."
     from calirl.tasks import oracle_draws
     M = conversations - prof.n_eval_items
     if M < 1:
-        return [Finding("data", "fail", "n_eval_items", f"{task}: {where} has {conversations:,} conversations, none "
+        return [Check("data", "fail", "n_eval_items", f"{task}: {where} has {conversations:,} conversations, none "
                                                         f"left after holding out {prof.n_eval_items:,}; lower "
                                                         f"n_eval_items")]
     n_oracle = PerTask.of(prof, "n_oracle")[task]
     need, per = oracle_draws(n_oracle, prof.oracle_per_item, M)
     out = []
     if prof.n_train_items > M:
-        out.append(Finding("data", "fail", "n_train_items", f"{task}: {prof.n_train_items:,} RL prompts asked for, but "
+        out.append(Check("data", "fail", "n_train_items", f"{task}: {prof.n_train_items:,} RL prompts asked for, but "
                                                             f"{where} has {M:,} training "
                            f"conversations ({conversations:,} less {prof.n_eval_items:,} held out); set n_train_items "
                            f"≤ {M:,}"))
     if need > M:
-        out.append(Finding("data", "fail", "oracle_per_item", f"{task}: {n_oracle:,} oracle trajectories at {per} per "
+        out.append(Check("data", "fail", "oracle_per_item", f"{task}: {n_oracle:,} oracle trajectories at {per} per "
                                                               f"item need {need:,} items, there are "
                            f"{M:,}; set oracle_per_item ≥ {math.ceil(n_oracle / M)} (or 0: as few as cover them)"))
-    return out or [Finding("data", "ok", "data_source", f"{task}: {conversations:,} conversations at {where}: "
+    return out or [Check("data", "ok", "data_source", f"{task}: {conversations:,} conversations at {where}: "
                                                         f"{prof.n_eval_items:,} held out, "
                            f"{prof.n_train_items:,} RL prompts, {n_oracle:,} oracle trajectories, {per} on each of "
                            f"{need:,} items")]
@@ -91,16 +91,16 @@ def is_network_error(e:BaseException) -> bool:
         or isinstance(e, (urllib.error.URLError, TimeoutError, ConnectionError))
 
 # %% ../nbs/00g_preflight.ipynb #9d217a7b
-def data_findings(prof:Profile, hub_reachable:bool=True) -> list[Finding]:
-    ("The data checks of `prof` (its paths resolved, `calirl.settings.in_project`): one or more findings per task; "
+def data_checks(prof:Profile, hub_reachable:bool=True) -> list[Check]:
+    ("The data checks of `prof` (its paths resolved, `calirl.settings.in_project`): one or more checks per task; "
      "none in the tiny world.")
     if prof.world != "collabllm": return []
     src = prof.data_source
     if src and prof.standins and Path(src).resolve().is_relative_to(Path(prof.standins).resolve()) and not Path(src).exists():
-        return [Finding("data", "not checked", "data_source", f"{src} is written by 04_models (standins) when the run "
+        return [Check("data", "not checked", "data_source", f"{src} is written by 04_models (standins) when the run "
                                                               f"starts")]
     if not src and (hub_offline(prof) or not hub_reachable):
-        return [Finding("data", "not checked", "data_source", "not checked (offline): the hub's datasets cannot be "
+        return [Check("data", "not checked", "data_source", "not checked (offline): the hub's datasets cannot be "
                                                               "counted without it")]
     out = []
     for t in prof.tasks:
@@ -108,9 +108,9 @@ def data_findings(prof:Profile, hub_reachable:bool=True) -> list[Finding]:
         except Exception as e:
             if not is_network_error(e) and not isinstance(e, (OSError, ValueError, KeyError)): raise
             status = "not checked" if is_network_error(e) else "fail"
-            out.append(Finding("data", status, "data_source", f"{t}: " + ("not checked (offline): " if status != "fail" else "") + f"{type(e).__name__}: {e}"[:300]))
+            out.append(Check("data", status, "data_source", f"{t}: " + ("not checked (offline): " if status != "fail" else "") + f"{type(e).__name__}: {e}"[:300]))
             continue
-        out += task_data_findings(prof, t, n, src or f"the hub ({prof.data_revision or 'latest'})")
+        out += task_data_checks(prof, t, n, src or f"the hub ({prof.data_revision or 'latest'})")
     return out
 
 # %% ../nbs/00g_preflight.ipynb #8f750323
@@ -130,35 +130,35 @@ def hub_ids(prof:Profile) -> list[tuple[str, str, str]]:
     return out
 
 # %% ../nbs/00g_preflight.ipynb #4a734286
-def hub_findings(prof:Profile, timeout:float=10.0) -> list[Finding]:
+def hub_checks(prof:Profile, timeout:float=10.0) -> list[Check]:
     ("Whether the hub serves each model and dataset of `prof` to this machine's token: a gated one names its licence "
      "and `HF_TOKEN`.")
     ids = hub_ids(prof)
     if not ids: return []
-    if hub_offline(prof): return [Finding("hub", "not checked", k, f"{r}: not checked (offline)") for k, r, _ in ids]
+    if hub_offline(prof): return [Check("hub", "not checked", k, f"{r}: not checked (offline)") for k, r, _ in ids]
     from huggingface_hub import HfApi
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
     api, out, reachable = HfApi(), [], True
     for k, repo, rev in ids:
         kind = "dataset" if k == "data_source" else "model"
         if not reachable:
-            out.append(Finding("hub", "not checked", k, f"{repo}: not checked (offline)"))
+            out.append(Check("hub", "not checked", k, f"{repo}: not checked (offline)"))
             continue
         try:
             info = api.repo_info(repo, repo_type=kind, revision=rev or None, timeout=timeout)
             if getattr(info, "gated", False): api.auth_check(repo, repo_type=kind)
-            out.append(Finding("hub", "ok", k, f"{repo}{'@' + rev if rev else ''}: readable"))
+            out.append(Check("hub", "ok", k, f"{repo}{'@' + rev if rev else ''}: readable"))
         except GatedRepoError:
             lic = (getattr(getattr(info, "card_data", None), "license", None) or "its licence")
-            out.append(Finding("hub", "fail", k, f"{repo} is gated ({lic}): accept the licence on its hub page, then "
+            out.append(Check("hub", "fail", k, f"{repo} is gated ({lic}): accept the licence on its hub page, then "
                                                  f"set HF_TOKEN to a token of that account"))
         except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-            out.append(Finding("hub", "fail", k, f"{repo}{'@' + rev if rev else ''}: {type(e).__name__} (a typo, a "
+            out.append(Check("hub", "fail", k, f"{repo}{'@' + rev if rev else ''}: {type(e).__name__} (a typo, a "
                                                  f"private repository or a revision that does not exist)"))
         except Exception as e:
             if not is_network_error(e): raise
             reachable = False
-            out.append(Finding("hub", "not checked", k, f"{repo}: not checked (offline: {type(e).__name__})"))
+            out.append(Check("hub", "not checked", k, f"{repo}: not checked (offline: {type(e).__name__})"))
     return out
 
 # %% ../nbs/00g_preflight.ipynb #e37e61dc
@@ -180,7 +180,7 @@ def answers_as(base_url:str, model:str, timeout:float=120.0) -> bool:
     except (OSError, ValueError, KeyError): return False
 
 # %% ../nbs/00g_preflight.ipynb #2804119d
-def endpoint_findings(prof:Profile, timeout:float=5.0) -> list[Finding]:
+def endpoint_checks(prof:Profile, timeout:float=5.0) -> list[Check]:
     "Whether the endpoint the profile leaves to the user (`serve = false`) answers and serves `oracle_model` and `judge_model`."
     if prof.eval_backend != "openai" or prof.serve: return []
     names = {k: getattr(prof, k) for k in ("oracle_model", "judge_model") if getattr(prof, k) not in ("scripted", "verifier")}
@@ -188,11 +188,11 @@ def endpoint_findings(prof:Profile, timeout:float=5.0) -> list[Finding]:
     try: served = served_models(url, timeout)
     except urllib.error.HTTPError: served = []                   # it answers, but does not list (older `transformers serve`)
     except (OSError, ValueError, KeyError) as e:
-        return [Finding("endpoint", "fail", "openai_base_url", f"nothing serves models at {url} ({type(e).__name__}): start "
+        return [Check("endpoint", "fail", "openai_base_url", f"nothing serves models at {url} ({type(e).__name__}): start "
                         f"the oracle/judge server first (docs/paper_scale.md), or set serve = true to have calirl start one")]
     ok = {m: m in served or answers_as(url, m) for m in set(names.values())}
-    return [Finding("endpoint", "ok", k, f"{m} is served at {url}") if ok[m] else
-            Finding("endpoint", "fail", k, f"{url} serves {', '.join(served) or 'no model it lists'} and does not answer as {m}: "
+    return [Check("endpoint", "ok", k, f"{m} is served at {url}") if ok[m] else
+            Check("endpoint", "fail", k, f"{url} serves {', '.join(served) or 'no model it lists'} and does not answer as {m}: "
                                            f"serve {m} there, or set {k} to what it serves")
             for k, m in names.items()]
 
@@ -210,56 +210,56 @@ def visible_gpus() -> list[dict]:
     return [g for g in gpus if g["index"] in keep]
 
 # %% ../nbs/00g_preflight.ipynb #7abccac0
-def batch_findings(prof:Profile, procs:int) -> list[Finding]:
+def batch_checks(prof:Profile, procs:int) -> list[Check]:
     "Whether each trainer's batch splits over `procs` processes: GRPO's, SFT's and DIAL's DPO's."
     out, per = [], prof.micro_batch or prof.grpo_batch // max(procs, 1)
     if per < 1 or prof.grpo_batch % (per * procs):
-        out.append(Finding("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} is not micro_batch "
+        out.append(Check("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} is not micro_batch "
                                                           f"({per}) × processes ({procs}) × a whole "
                            f"number of accumulation steps; use processes dividing {prof.grpo_batch // max(prof.micro_batch, 1):,}, or another micro_batch"))
     for key, b in (("sft_batch_size", prof.sft_batch_size), ("sft_batch_size", min(prof.sft_batch_size, 16))):
         if b % procs or (b // procs) % prof.sft_micro_batches:
-            out.append(Finding("layout", "fail", key, f"a batch of {b} (SFT; DIAL's DPO takes min(sft_batch_size, 16)) "
+            out.append(Check("layout", "fail", key, f"a batch of {b} (SFT; DIAL's DPO takes min(sft_batch_size, 16)) "
                                                       f"does not split over {procs} processes × "
                                f"sft_micro_batches = {prof.sft_micro_batches}; use a multiple of {procs * prof.sft_micro_batches}"))
             break
     return out
 
 # %% ../nbs/00g_preflight.ipynb #06c45c48
-def layout_findings(prof:Profile, gpus:list[dict]|None=None) -> list[Finding]:
+def layout_checks(prof:Profile, gpus:list[dict]|None=None) -> list[Check]:
     "Whether the trainers' processes, their batches and the GPUs (`visible_gpus()` unless given) fit together."
     gpus = visible_gpus() if gpus is None else gpus
     cuda = prof.device == "cuda" or (prof.device == "auto" and gpus)
     if prof.device == "cuda" and not gpus:
-        return [Finding("layout", "fail", "device", "device = cuda, but this machine shows no CUDA GPU (nvidia-smi): "
+        return [Check("layout", "fail", "device", "device = cuda, but this machine shows no CUDA GPU (nvidia-smi): "
                                                     "run on the GPU node, or set device = cpu")]
     procs = prof.processes or (len(gpus) if cuda else 1)
-    out = batch_findings(prof, procs)
+    out = batch_checks(prof, procs)
     if cuda and procs > len(gpus):
-        out.append(Finding("layout", "fail", "processes", f"processes = {procs}, but {len(gpus)} GPU(s) are visible; "
+        out.append(Check("layout", "fail", "processes", f"processes = {procs}, but {len(gpus)} GPU(s) are visible; "
                                                           f"lower processes or show more GPUs"))
     busy = [g for g in gpus if g["used_mib"] > 2048] if cuda else []
     if busy:
-        out.append(Finding("layout", "fail", "processes", "GPU " + ", ".join(f"{g['index']} ({g['used_mib'] / 1024:.0f} GiB taken)" for g in busy)
+        out.append(Check("layout", "fail", "processes", "GPU " + ", ".join(f"{g['index']} ({g['used_mib'] / 1024:.0f} GiB taken)" for g in busy)
                            + " already hold another process (the judge's server?): set CUDA_VISIBLE_DEVICES to the "
                              "free GPUs"))
-    return out or [Finding("layout", "ok", "processes", f"{procs} process(es){f' on {len(gpus)} GPU(s)' if cuda else ' on the CPU'}; every batch splits")]
+    return out or [Check("layout", "ok", "processes", f"{procs} process(es){f' on {len(gpus)} GPU(s)' if cuda else ' on the CPU'}; every batch splits")]
 
 # %% ../nbs/00g_preflight.ipynb #a1775c52
 VOCAB = {"google/gemma-3-4b-it": 262_208, "Qwen/Qwen2.5-7B-Instruct": 152_064}   # vocabulary sizes of the paper's models
 LOGIT_BYTES = 6                          # bf16 logits, their gradient, the temperature-scaled copy
 
-def logits_findings(prof:Profile, gpus:list[dict]) -> list[Finding]:
+def logits_checks(prof:Profile, gpus:list[dict]) -> list[Check]:
     ("Whether the logits of one GRPO pass chunk fit in a quarter of one GPU's memory (GPU profiles; the policy's "
      "vocabulary from `VOCAB`).")
     if prof.device == "cpu" or prof.policy_model not in VOCAB: return []
     rows = prof.grpo_chunk or prof.micro_batch or prof.grpo_batch
     gib = rows * max(PerTask.of(prof, "max_len")[t] for t in prof.tasks) * VOCAB[prof.policy_model] * LOGIT_BYTES / 2**30
     mem = min((g["total_mib"] / 1024 for g in gpus), default=80.0)
-    if gib <= mem / 4: return [Finding("layout", "ok", "grpo_chunk", f"the logits of one GRPO pass chunk take "
+    if gib <= mem / 4: return [Check("layout", "ok", "grpo_chunk", f"the logits of one GRPO pass chunk take "
                                                                      f"{gib:.0f} GiB of {mem:.0f}")]
     fit = max(int(mem / 4 / (gib / rows)), 1)
-    return [Finding("layout", "fail", "grpo_chunk", f"the logits of one GRPO pass of {rows} rows take {gib:.0f} GiB of "
+    return [Check("layout", "fail", "grpo_chunk", f"the logits of one GRPO pass of {rows} rows take {gib:.0f} GiB of "
                                                     f"a {mem:.0f} GiB GPU; "
                     f"set grpo_chunk = {fit} (same loss and gradients, in chunks of {fit} rows)")]
 
@@ -273,31 +273,31 @@ def installed_version(pkg:str) -> str|None:
     try: return version(pkg).split("+")[0]
     except PackageNotFoundError: return None
 
-def version_findings(prof:Profile) -> list[Finding]:
+def version_checks(prof:Profile) -> list[Check]:
     ("For a profile that generates with vLLM: vLLM installed (else a failure), and each package of `PAPER_VERSIONS` at "
      "its pin (else a warning).")
     if "vllm" not in (prof.rollout_backend, prof.simulator_backend): return []
     key = "rollout_backend" if prof.rollout_backend == "vllm" else "simulator_backend"
     if installed_version("vllm") is None:
-        return [Finding("versions", "fail", key, f"{key} = vllm, but vLLM is not installed: on the GPU node, pip "
+        return [Check("versions", "fail", key, f"{key} = vllm, but vLLM is not installed: on the GPU node, pip "
                                                  f"install -e '.[vllm]' -c constraints/paper.txt")]
     drift = {p: (installed_version(p), v) for p, v in PAPER_VERSIONS.items() if installed_version(p) != v}
-    return [Finding("versions", "warn", key, f"{p} {got or 'missing'} is installed; the paper path was tested with "
+    return [Check("versions", "warn", key, f"{p} {got or 'missing'} is installed; the paper path was tested with "
                                              f"{want} (constraints/paper.txt)")
-            for p, (got, want) in drift.items()] or [Finding("versions", "ok", key, "the paper path's tested version set")]
+            for p, (got, want) in drift.items()] or [Check("versions", "ok", key, "the paper path's tested version set")]
 
 # %% ../nbs/00g_preflight.ipynb #24a368cb
-def preflight(prof:Profile, root:str|Path, gpus:list[dict]|None=None) -> list[Finding]:
-    "Every preflight finding of `prof` in the project at `root`: data, hub, endpoint, layout."
+def preflight(prof:Profile, root:str|Path, gpus:list[dict]|None=None) -> list[Check]:
+    "Every preflight check of `prof` in the project at `root`: data, hub, endpoint, layout."
     from calirl.settings import in_project
     p = in_project(prof, root)
-    hub = hub_findings(p)
+    hub = hub_checks(p)
     reachable = not any("(offline" in f.message for f in hub)
     gpus = visible_gpus() if gpus is None else gpus
-    return data_findings(p, reachable) + hub + endpoint_findings(p) + layout_findings(p, gpus) + logits_findings(p, gpus) + version_findings(p)
+    return data_checks(p, reachable) + hub + endpoint_checks(p) + layout_checks(p, gpus) + logits_checks(p, gpus) + version_checks(p)
 
-def format_findings(found:list[Finding]) -> str:
-    "The findings, one per line, failures last, under a heading that counts them."
+def format_checks(found:list[Check]) -> str:
+    "The checks, one per line, failures last, under a heading that counts them."
     n = {s: sum(f.status == s for f in found) for s in STATUSES}
     head = f"preflight: {n['ok']} ok, {n['not checked']} not checked, {n['warn']} warnings, {n['fail']} failed"
     order = {"ok": 0, "not checked": 1, "warn": 2, "fail": 3}
