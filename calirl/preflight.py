@@ -124,7 +124,7 @@ def hub_ids(prof:Profile) -> list[tuple[str, str, str]]:
         v = getattr(prof, k)
         if v in local or v.startswith(("./", "../", "/")) or Path(v).exists() or "/" not in v: continue
         repo, _, rev = v.partition("@")
-        if (k, repo, rev) not in [(o[0], o[1], o[2]) for o in out] and repo not in [o[1] for o in out]: out.append((k, repo, rev))
+        if repo not in {o[1] for o in out}: out.append((k, repo, rev))          # one check per repository
     if prof.world == "collabllm" and not prof.data_source:
         out += [("data_source", COLLABLLM_HUB[t], prof.data_revision) for t in prof.tasks]
     return out
@@ -281,7 +281,8 @@ def version_checks(prof:Profile) -> list[Check]:
     if installed_version("vllm") is None:
         return [Check("versions", "fail", key, f"{key} = vllm, but vLLM is not installed: on the GPU node, pip "
                                                  f"install -e '.[vllm]' -c constraints/paper.txt")]
-    drift = {p: (installed_version(p), v) for p, v in PAPER_VERSIONS.items() if installed_version(p) != v}
+    have = {p: installed_version(p) for p in PAPER_VERSIONS}
+    drift = {p: (have[p], v) for p, v in PAPER_VERSIONS.items() if have[p] != v}
     return [Check("versions", "warn", key, f"{p} {got or 'missing'} is installed; the paper path was tested with "
                                              f"{want} (constraints/paper.txt)")
             for p, (got, want) in drift.items()] or [Check("versions", "ok", key, "the paper path's tested version set")]
