@@ -9,9 +9,9 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'PHASE
            'notebook_parameters', 'code_digest', 'settings_read', 'fingerprint', 'record_path', 'load_state_file',
            'recorded_state', 'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths',
            'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager',
-           'waits_for', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads', 'read_phases',
-           'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end', 'run_plan',
-           'run_started', 'compare_runs', 'format_comparison']
+           'waits_for', 'notebook_cores', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads',
+           'read_phases', 'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end',
+           'run_plan', 'run_started', 'compare_runs', 'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -336,44 +336,70 @@ def waits_for(name:str, names:list[str]) -> set[str]:
         if n in before: out |= {n} | waits_for(n, names)
     return out
 
+# %% ../nbs/00a_reproduce.ipynb #6d768ac0
+def notebook_cores(prof:Profile, name:str, cores:int) -> tuple[int, int]:
+    ("The cores notebook `name` of a run of `prof` on `cores` cores needs (its trainers' threads, launched processes, "
+     "fixed counts: fewer would change its floats or crowd it) and can use (a pool besides), both in 1…`cores`.")
+    from calirl.runtime import usable_cores
+    every = usable_cores()
+    uses = stage(name).cores
+    counts = [u for u in uses if isinstance(u, int)]
+    if "threads" in uses: counts.append(prof.threads or every)
+    if "processes" in uses: counts.append(prof.processes or 1)
+    if "all" in uses: counts.append(cores)
+    need = max([1, *counts])
+    want = max(need, (prof.workers or every) if "workers" in uses else 1)
+    return min(need, cores), min(want, cores)
+
 # %% ../nbs/00a_reproduce.ipynb #9bb6e8c4
-def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str], int],
-            started:Callable[[str], None]=lambda n: None, ended:Callable[[str, int], None]=lambda n, code: None,
-            cost:dict[str, float]|None=None) -> int:
-    "Call `run(name)` (an exit code) for each of `names`, up to `slots` at once, each after those of its `deps` among `names` returned 0; nothing new after a non-zero code. One slot: in order. More: of the ready ones, first the one most others wait for, then the one with the largest `cost` (say, its seconds last time), then in order. `started`/`ended` run in this thread. The first non-zero code, else 0."
-    if slots <= 1:
+def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str, int], int],
+            started:Callable[[str, int], None]=lambda n, k: None, ended:Callable[[str, int], None]=lambda n, code: None,
+            cost:dict[str, float]|None=None, cores:dict[str, tuple[int, int]]|None=None, budget:int=0) -> int:
+    ("Call `run(name, k)` (an exit code) for each of `names`, each after those of its `deps` among `names` returned 0, "
+     "holding k of `budget` cores; nothing new after a non-zero code. `cores`: a name's (need, want), (1, 1) if absent. "
+     "One slot: in order, each with every core. Otherwise up to `slots` at once (0: as the cores allow), of the ready "
+     "ones first the one most others wait for, then the largest `cost` (its seconds last time), then in order; a "
+     "notebook starts when its need is free, with as many free cores as it wants, and none overtakes a ready one "
+     "that waits for cores. `started`/`ended` run in this thread. The first non-zero code, else 0.")
+    budget = budget or max(1, slots)
+    if slots == 1:
         for n in names:
-            started(n)
-            code = run(n)
+            started(n, budget)
+            code = run(n, budget)
             ended(n, code)
             if code: return code
         return 0
     import queue, threading
-    results, waiting, running, ok, first = queue.Queue(), list(names), set(), set(), 0
+    cores = cores or {}
+    results, waiting, held, ok, first, free = queue.Queue(), list(names), {}, set(), 0, budget
     waited = {n: sum(n in set(deps.get(m, ())) for m in names) for n in names}          # how many wait for it: the long chain starts first
     waiting.sort(key=lambda n: (-waited[n], -(cost or {}).get(n, 0.0)))                 # stable: in order among equals
-    def work(n):
-        try: results.put((n, run(n), None))
+    def work(n, k):
+        try: results.put((n, run(n, k), None))
         except BaseException as e: results.put((n, 1, e))
     try:
         while True:
-            while not first and len(running) < slots:
+            while not first and (not slots or len(held) < slots):
                 n = next((n for n in waiting if set(deps.get(n, ())) & set(names) <= ok), None)   # the first ready one
                 if n is None: break
+                need, want = cores.get(n, (1, 1))
+                if min(need, budget) > free: break                                 # it waits for cores, and nothing overtakes it
+                k = min(max(need, want), free)
                 waiting.remove(n)
-                running.add(n)
-                started(n)
-                threading.Thread(target=work, args=(n,), daemon=True, name=f"calirl-{n}").start()
-            if not running: return first
+                held[n] = k
+                free -= k
+                started(n, k)
+                threading.Thread(target=work, args=(n, k), daemon=True, name=f"calirl-{n}").start()
+            if not held: return first
             try: n, code, err = results.get(timeout=0.2)
             except queue.Empty: continue
-            running.discard(n)
+            free += held.pop(n)
             ended(n, code)
             if err is not None: raise err
             if code == 0: ok.add(n)
             elif not first: first = code
     except KeyboardInterrupt:
-        for n in sorted(running): ended(n, 130)
+        for n in sorted(held): ended(n, 130)
         raise
 
 # %% ../nbs/00a_reproduce.ipynb #642f141b
@@ -511,9 +537,10 @@ def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str],
                 save_step(state, run_dir, n)
         prev = final[n]
 
-def record_start(state:dict, run_dir:Path, n:str, fp:str, executed:Path) -> None:
-    "Record in `state` (and its file) that notebook `n` is running, and clear the phases and reads its last run left."
-    state[n] = dict(status="running", fingerprint=fp, executed=str(executed))
+def record_start(state:dict, run_dir:Path, n:str, fp:str, executed:Path, cores:int=1) -> None:
+    ("Record in `state` (and its file) that notebook `n` is running on `cores` cores, and clear the phases and reads its "
+     "last run left.")
+    state[n] = dict(status="running", fingerprint=fp, executed=str(executed), cores=cores)
     save_step(state, run_dir, n)
     phases_path(run_dir, n).unlink(missing_ok=True)
     reads_path(run_dir, n).unlink(missing_ok=True)
@@ -529,25 +556,28 @@ def record_end(state:dict, run_dir:Path, n:str, code:int, t0:float) -> None:
 
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, planned:dict[str, str]|None=None) -> int:
-    "Run the steps `todo`, up to the profile's `notebook_workers` at once as `waits_for` allows (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
+    "Run the steps `todo` as `waits_for` and the cores allow (`notebook_workers`, `notebook_cores`) (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
     run_dir, fig_dir = run_paths(root, prof.name)
     os.environ.update(run_environment(root, prof))
-    slots = max(1, min(prof.notebook_workers, len(todo)))
+    from calirl.runtime import CORES_ENV, usable_cores
+    budget = usable_cores()
+    slots = 1 if prof.notebook_workers == 1 or len(todo) == 1 else prof.notebook_workers
     progress = (sys.stderr.isatty() if progress is None else progress) and slots == 1    # side by side, papermill's bars would interleave
     planned = planned or {s.name: s.fingerprint for s in todo}
     names = list(planned)
     steps = {s.name: s for s in todo}
     final = {n: fp for n, fp in planned.items() if n not in steps}     # notebooks not run now keep their fingerprints
     state, t_all, t0, count = read_state(run_dir), time.time(), {}, iter(range(1, len(todo) + 1))
-    log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}" + (f"; up to {slots} at once" if slots > 1 else ""))
+    log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}" + (f"; side by side on {budget} cores" if slots != 1 else ""))
     out = lambda n: run_dir / "notebooks" / f"{n}.ipynb"
-    def started(n:str):
+    def started(n:str, k:int):
         t0[n] = time.time()
-        record_start(state, run_dir, n, steps[n].fingerprint, out(n))
-        log(f"[{next(count)}/{len(todo)}] {n} …")
-    def run(n:str) -> int:
+        record_start(state, run_dir, n, steps[n].fingerprint, out(n), k)
+        log(f"[{next(count)}/{len(todo)}] {n} …" + (f" ({k} core{'s' if k > 1 else ''})" if slots != 1 else ""))
+    def run(n:str, k:int) -> int:
         env = {"CALIRL_PHASES": str(phases_path(run_dir, n)),              # the kernel's own: where it writes its phases
-               READS_ENV: str(reads_path(run_dir, n))}                     # and the profile keys it reads
+               READS_ENV: str(reads_path(run_dir, n)),                     # the profile keys it reads
+               CORES_ENV: str(k)}                                          # and the cores it holds
         return _run_one(steps[n], out(n), root, progress, log, env)[1]
     def ended(n:str, code:int):
         record_end(state, run_dir, n, code, t0[n])
@@ -557,14 +587,15 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
     deps = {n: waits_for(n, names) for n in steps}
     cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
-    try: code = run_dag(list(steps), deps, slots, run, started, ended, cost)
+    cores = {n: notebook_cores(prof, n, budget) for n in steps}
+    try: code = run_dag(list(steps), deps, slots, run, started, ended, cost, cores, budget)
     except KeyboardInterrupt:
         running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
         log(f"✗ interrupted{' during ' + ', '.join(running) if running else ''}; finished notebooks are kept — rerun the same command to resume")
         return 130
     if code: return code
     own = sum(state[n]["elapsed_s"] for n in steps)
-    log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, up to {slots} at once)" if slots > 1 else "")
+    log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, side by side on {budget} cores)" if slots != 1 else "")
         + f"; figures and tables in {fig_dir}")
     return 0
 

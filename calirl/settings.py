@@ -72,11 +72,11 @@ class RunKeys(Checked):
                                   "update to float rounding, "
                                   "with less padding; 1: one padded batch", lo=1, hi=1024)
     notebook_workers: int = _key("notebooks `calirl reproduce` runs at once, each as soon as the notebooks whose "
-                                 "artifacts it reads "
-                                 "(its stage's `needs`, `calirl.stages.STAGES`) have finished; 1: one after another. "
-                                 "CPU profiles without `serve` only. Speed "
-                                 "only: each notebook keeps its own threads and workers, so it computes what it "
-                                 "computes alone", lo=1, hi=64)
+                                 "artifacts it reads (its stage's `needs`, `calirl.stages.STAGES`) have finished and "
+                                 "the cores it needs are free (its stage's `cores`: its trainers' `threads`, its pool's "
+                                 "`workers`); 0: as many as the cores allow; 1: one after another, each with every core. "
+                                 "CPU profiles without `serve` only. Speed only: a notebook's trainers keep their "
+                                 "`threads` and a pool computes the same on fewer workers", lo=0, hi=64)
     accelerate_config: str = _key("accelerate config file for trainers launched over several processes (a path; "
                                   "relative to the project); "
                                   "empty: the FSDP config of calirl.training on CUDA, plain data parallel on the CPU")
@@ -318,7 +318,7 @@ def check_value(key:str, v:Any, where:str) -> Any:
 def check_rules(vals:dict, where:str) -> None:
     "Raise `ProfileError` unless the typed profile values `vals` obey the rules between keys."
     check_batch(vals["G"], vals["grpo_batch"], where)
-    if vals["notebook_workers"] > 1 and (vals["device"] != "cpu" or vals["serve"]):     # GPUs: each notebook takes all; serve: one port
+    if vals["notebook_workers"] != 1 and (vals["device"] != "cpu" or vals["serve"]):     # GPUs: each notebook takes all; serve: one port
         raise ProfileError(f"{where}: `notebook_workers` = {vals['notebook_workers']} runs notebooks side by side, "
                            f"which needs "
                            f"`device` = cpu and `serve` = false (here {vals['device']} and "
