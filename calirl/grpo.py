@@ -13,7 +13,7 @@ __all__ = ['IS_MODES', 'PER_TOKEN_KEYS', 'RECORD', 'CURVES', 'BENCH_PHASES', 'gr
            'hack_flags', 'episode_metrics', 'transcript_reward', 'static_prompts', 'single_turn_reward', 'vllm_context',
            'vllm_kwargs', 'micro_batches', 'grpo_config', 'fingerprint', 'last_checkpoint', 'check_vllm_source',
            'grpo_trainer', 'train_grpo', 'step_log', 'interleave', 'schedule', 'Variant', 'weights_digest',
-           'variant_key', 'train_variant', 'curves_frame', 'plot_curves', 'bench_grpo_step']
+           'variant_key', 'train_variant', 'variant_costs', 'curves_frame', 'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, os, re, tempfile, time
@@ -693,6 +693,17 @@ def train_variant(v:Variant) -> tuple[list[dict], float]:
     if tr.accelerator.is_main_process: save_json(dict(key=key, log=log, seconds=seconds), record)
     return log, seconds
 
+
+# %% ../nbs/09_grpo.ipynb #59cb19b3
+def variant_costs(vs:list[Variant]) -> dict[str, float]:
+    ("Each variant's expected cost, by name: the seconds of its last training recorded beside its weights when all of "
+     "`vs` have one, else its steps × 1 (no user), 3 (a simulator with weights of its own) or 2 (any other user).")
+    last = {}
+    for v in vs:
+        try: last[v.name] = float(load_json(Path(v.out_path) / RECORD)["seconds"])
+        except (OSError, ValueError, KeyError, TypeError): break
+    if len(last) == len(vs): return last
+    return {v.name: float(v.steps * (1 if v.user is None else 3 if v.user.get("source") else 2)) for v in vs}
 
 # %% ../nbs/09_grpo.ipynb #48bf15bd
 CURVES = {"reward": "reward", "completions/mean_length": "policy tokens / episode", "episode/turns": "policy turns / episode",

@@ -11,7 +11,8 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'PHASE
            'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager',
            'waits_for', 'notebook_cores', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads',
            'read_phases', 'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end',
-           'run_plan', 'run_started', 'compare_runs', 'format_comparison']
+           'children_cpu_s', 'record_cores', 'read_cores', 'run_plan', 'run_started', 'compare_runs',
+           'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -554,6 +555,26 @@ def record_end(state:dict, run_dir:Path, n:str, code:int, t0:float) -> None:
                     reads=read_reads(reads_path(run_dir, n)))
     save_step(state, run_dir, n)
 
+# %% ../nbs/00a_reproduce.ipynb #29537cc3
+def children_cpu_s() -> float:
+    "CPU seconds (user + system) of this process's finished children and their own finished children."
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+def record_cores(run_dir:str|Path, cores:int, started_at:float, cpu_s:float) -> list[dict]:
+    "Add one invocation (its cores, start, finish now, its notebooks' CPU seconds) to `run_dir/cores.json`; all of them."
+    p = Path(run_dir) / "cores.json"
+    runs = read_cores(run_dir) + [dict(cores=cores, started_at=round(started_at, 2), finished_at=round(time.time(), 2), cpu_s=round(cpu_s, 2))]
+    save_json(runs, p)
+    return runs
+
+def read_cores(run_dir:str|Path) -> list[dict]:
+    "The invocations `run_dir/cores.json` records; none when it is missing or unreadable."
+    try: runs = json.loads((Path(run_dir) / "cores.json").read_text())
+    except (OSError, ValueError): return []
+    return [r for r in runs if isinstance(r, dict) and all(isinstance(r.get(k), (int, float)) for k in ("cores", "started_at", "finished_at", "cpu_s"))] if isinstance(runs, list) else []
+
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, planned:dict[str, str]|None=None) -> int:
     "Run the steps `todo` as `waits_for` and the cores allow (`notebook_workers`, `notebook_cores`) (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
@@ -588,11 +609,13 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
     deps = {n: waits_for(n, names) for n in steps}
     cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
     cores = {n: notebook_cores(prof, n, budget) for n in steps}
+    cpu0 = children_cpu_s()
     try: code = run_dag(list(steps), deps, slots, run, started, ended, cost, cores, budget)
     except KeyboardInterrupt:
         running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
         log(f"✗ interrupted{' during ' + ', '.join(running) if running else ''}; finished notebooks are kept — rerun the same command to resume")
         return 130
+    finally: record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)
     if code: return code
     own = sum(state[n]["elapsed_s"] for n in steps)
     log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, side by side on {budget} cores)" if slots != 1 else "")

@@ -8,8 +8,8 @@ so that a table can be traced to the code and settings that made it. No paper se
 # %% auto #0
 __all__ = ['STACK', 'KERNEL_PINS', 'TIME_TARGETS', 'FIGURES', 'LEVEL_MARGIN', 'SEED_CLAIMS', 'HEADER', 'RESULTS_BEGIN',
            'RESULTS_END', 'stack_versions', 'git_commit', 'machine', 'keys_as_run', 'busy_seconds', 'time_budget',
-           'paired_wide', 'cpu_note', 'run_report', 'seed_verdict', 'claims', 'report_header', 'report_section',
-           'folder_readme', 'readme_results', 'compact_claims', 'with_results']
+           'core_use', 'paired_wide', 'cpu_note', 'run_report', 'seed_verdict', 'claims', 'report_header',
+           'report_section', 'folder_readme', 'readme_results', 'compact_claims', 'with_results']
 
 # %% ../nbs/14_report.ipynb #1f2312c7
 import ast, json, os, platform, re, shutil, subprocess, time
@@ -133,6 +133,21 @@ def time_budget(profile_t:pd.DataFrame, pools:pd.DataFrame|None, target_s:float,
                    f"core-seconds of jobs — {shares}.\n")
     return "\n".join(out)
 
+# %% ../nbs/14_report.ipynb #3b3165ab
+def core_use(runs:list[dict], state:dict) -> str:
+    ("One line: over the core-seconds the invocations `runs` (`calirl.pipeline.read_cores`) had, the share the "
+     "notebooks of `state` held and the share their CPU time kept busy; empty without invocations.")
+    cap = sum(r["cores"] * (r["finished_at"] - r["started_at"]) for r in runs)
+    if cap <= 0: return ""
+    held = sum(e["cores"] * e["elapsed_s"] for e in state.values()
+               if isinstance(e, dict) and isinstance(e.get("cores"), int) and isinstance(e.get("elapsed_s"), (int, float))
+               and any(r["started_at"] <= e.get("started_at", -1) <= r["finished_at"] for r in runs))
+    cpu = sum(r["cpu_s"] for r in runs)
+    cores = "/".join(sorted({str(r["cores"]) for r in runs}))
+    return (f"On {cores} cores for {cap / max(r['cores'] for r in runs):,.0f} s of wall time ({cap:,.0f} core-seconds), the "
+            f"notebooks held {held / cap:.0%} of the cores' time and kept {cpu / cap:.0%} busy: {1 - cpu / cap:.0%} of it "
+            f"stood idle.")
+
 # %% ../nbs/14_report.ipynb #1f391877
 FIGURES = {"table2_bars.png": "Table 2 as bars", "grpo_training_curves.png": "GRPO training curves", "realism_delta.png": "δ̂_t per simulator",
            "dial_realism.png": "DIAL across iterations", "theory_gap_vs_H.png": "the bounds' growth in H",
@@ -206,7 +221,10 @@ def _time_sections(fig:Path, profile:str, run_dir:str|Path) -> list[str]:
         pools = pd.read_csv(fig / "time_profile_pools.csv") if (fig / "time_profile_pools.csv").exists() else None
         from calirl.pipeline import read_state                      # the run state as `calirl reproduce` reads it (records when state.json is damaged)
         wall = busy_seconds(read_state(run_dir))                     # None without times: the notebooks' summed time
-        out.append("## Where the time goes\n\n" + time_budget(pd.read_csv(fig / "time_profile.csv"), pools, TIME_TARGETS[profile], wall_s=wall))
+        from calirl.pipeline import read_cores
+        use = core_use(read_cores(run_dir), read_state(run_dir))
+        out.append("## Where the time goes\n\n" + time_budget(pd.read_csv(fig / "time_profile.csv"), pools, TIME_TARGETS[profile], wall_s=wall)
+                   + (f"\n{use}\n" if use else ""))
     return out
 
 # %% ../nbs/14_report.ipynb #cc0946ea
