@@ -563,9 +563,10 @@ def children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 def record_cores(run_dir:str|Path, cores:int, started_at:float, cpu_s:float) -> list[dict]:
-    "Add one invocation (its cores, start, finish now, its notebooks' CPU seconds) to `run_dir/cores.json`; all of them."
+    ("Record one invocation in `run_dir/cores.json`: its cores, start, finish so far (now), its finished notebooks' CPU "
+     "seconds; it replaces the record of the same start (an invocation updates its own as its notebooks end). All of them.")
     p = Path(run_dir) / "cores.json"
-    runs = read_cores(run_dir) + [dict(cores=cores, started_at=round(started_at, 2), finished_at=round(time.time(), 2), cpu_s=round(cpu_s, 2))]
+    runs = [r for r in read_cores(run_dir) if r["started_at"] != round(started_at, 2)] + [dict(cores=cores, started_at=round(started_at, 2), finished_at=round(time.time(), 2), cpu_s=round(cpu_s, 2))]
     save_json(runs, p)
     return runs
 
@@ -589,6 +590,7 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
     steps = {s.name: s for s in todo}
     final = {n: fp for n, fp in planned.items() if n not in steps}     # notebooks not run now keep their fingerprints
     state, t_all, t0, count = read_state(run_dir), time.time(), {}, iter(range(1, len(todo) + 1))
+    cpu0 = children_cpu_s()
     log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}" + (f"; side by side on {budget} cores" if slots != 1 else ""))
     out = lambda n: run_dir / "notebooks" / f"{n}.ipynb"
     def started(n:str, k:int):
@@ -605,11 +607,11 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         settle_fingerprints(prof, state, run_dir, names, steps, final)
         save_table(time_profile(state), "time_profile", fig_dir, floatfmt=".1f")
         save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
+        record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)          # so far: the report, the last notebook, reads it
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
     deps = {n: waits_for(n, names) for n in steps}
     cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
     cores = {n: notebook_cores(prof, n, budget) for n in steps}
-    cpu0 = children_cpu_s()
     try: code = run_dag(list(steps), deps, slots, run, started, ended, cost, cores, budget)
     except KeyboardInterrupt:
         running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
