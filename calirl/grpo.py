@@ -12,8 +12,9 @@ __all__ = ['IS_MODES', 'PER_TOKEN_KEYS', 'RECORD', 'CURVES', 'BENCH_PHASES', 'gr
            'zero_groups_batch', 'dropped_vs_full', 'TrainerVLLM', 'policy_backend', 'interactive_rollout_func',
            'hack_flags', 'episode_metrics', 'transcript_reward', 'static_prompts', 'single_turn_reward', 'vllm_context',
            'vllm_kwargs', 'micro_batches', 'grpo_config', 'fingerprint', 'last_checkpoint', 'check_vllm_source',
-           'grpo_trainer', 'train_grpo', 'step_log', 'interleave', 'schedule', 'Variant', 'weights_digest',
-           'variant_key', 'train_variant', 'variant_costs', 'curves_frame', 'plot_curves', 'bench_grpo_step']
+           'grpo_trainer', 'train_grpo', 'step_log', 'interleave', 'schedule', 'grpo_items', 'static_items',
+           'grpo_rows', 'Variant', 'weights_digest', 'variant_key', 'train_variant', 'variant_costs', 'variants_for',
+           'train_variants', 'trained_logs', 'curves_frame', 'plot_curves', 'bench_grpo_step']
 
 # %% ../nbs/09_grpo.ipynb #5cc0295d
 import hashlib, json, math, os, re, tempfile, time
@@ -25,8 +26,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from .settings import GRPOSettings, PerTask, Profile
-from .artifacts import load_json, save_json
-from .tasks import TaskItem
+from .artifacts import artifact_path, load_json, save_json
+from .tasks import TaskItem, load_items, oracle_items
+from .runtime import n_workers, pmap
 from .dialogue import Chat, Conversation, asks, committed, final_answer, is_right, prefix_ends
 from .rewards import task_rewards
 from .models import load_model, save_model
@@ -37,6 +39,7 @@ from .rollout import rollout
 from .prompts import parse_policy, policy_turns
 from .training import log_to, rank_device, report_args, run_trainer, save_trained
 from .training import fp32_masters, precision_args
+from .training import launch_config, launched, n_processes, wants_cuda
 
 # %% ../nbs/09_grpo.ipynb #95c7d9f4
 def group_advantages(R:torch.Tensor, G:int, eps:float=1e-4) -> torch.Tensor:
@@ -638,6 +641,26 @@ def schedule(rows:list[dict], steps:dict[str, int], per_step:int, key:str="task"
         keyed += [((k + 0.5) / m, j, q[k % len(q)]) for k in range(m)]   # the k-th of m, at the middle of its share
     return [r for *_, r in sorted(keyed, key=lambda x: x[:2])]
 
+# %% ../nbs/09_grpo.ipynb #50daf17f
+def grpo_items(prof:Profile) -> dict:
+    "RL's prompts: each task's training items, by id."
+    return {it.item_id: it for task in prof.tasks
+            for it in load_items(prof.world, task, prof.n_train_items, prof.n_eval_items, prof.seed, prof.data_source, prof.data_revision)[0]}
+
+def static_items(prof:Profile) -> dict:
+    "`grpo_items` and the items the oracle traces were drawn on, by id: Static Context's prompts come from those traces."
+    n_oracle = PerTask.of(prof, "n_oracle")
+    return {**grpo_items(prof), **{it.item_id: it for task in prof.tasks
+            for it in oracle_items(prof.world, task, n_oracle[task], prof.oracle_per_item, prof.n_eval_items, prof.seed, prof.data_source, prof.data_revision)}}
+
+def grpo_rows(prof:Profile, s:int, items:dict, traces:list|None=None) -> list[dict]:
+    ("The prompts of a run with training seed `s`, in order (`schedule`): one per item of `items`, or with oracle "
+     "`traces`, Static Context's logged history prefixes (`static_prompts`).")
+    budget = PerTask.of(prof, "grpo_steps")
+    if traces is None: rows = [{"prompt": i, "task": it.task} for i, it in items.items()]
+    else: rows = static_prompts([t for t in traces if t.task in prof.tasks], items, policy_turns(prof.policy_prompt)["system"])
+    return schedule(rows, {t: budget[t] for t in prof.tasks}, prof.grpo_batch // prof.G, seed=s)
+
 # %% ../nbs/09_grpo.ipynb #1b2589ee
 @dataclass(frozen=True)
 class Variant:
@@ -704,6 +727,47 @@ def variant_costs(vs:list[Variant]) -> dict[str, float]:
         except (OSError, ValueError, KeyError, TypeError): break
     if len(last) == len(vs): return last
     return {v.name: float(v.steps * (1 if v.user is None else 3 if v.user.get("source") else 2)) for v in vs}
+
+# %% ../nbs/09_grpo.ipynb #4a6a5ecd
+def variants_for(prof:Profile, settings:GRPOSettings, run_dir:str|Path, base_path:str|Path, users:dict[str, dict|None], s:int,
+                 ckpt_root:str|Path, by_seed:str="policies_by_seed", traces:list|None=None) -> list[Variant]:
+    ("The variants `users` names (variant → its user's spec; None: Static Context on the oracle `traces`), trained with "
+     "seed `s` from `base_path`: Table 2's policies when `s` is the profile's seed, else `<by_seed>/<variant>-seed<s>`.")
+    from calirl.components import judge_spec
+    inter = grpo_items(prof)
+    static = static_items(prof) if None in users.values() else {}
+    name = lambda v: v if s == prof.seed else f"{v}-seed{s}"
+    out = lambda v: str(artifact_path(run_dir, f"policy_{v}") if s == prof.seed else artifact_path(run_dir, by_seed) / f"{v}-seed{s}")
+    st = settings.changed(seed=s)                    # a copy with its own seed; nothing else checked again
+    common = dict(base_path=str(base_path), judge=judge_spec(prof), max_len=PerTask.of(prof, "max_len"), H=prof.H, settings=st,
+                  steps=sum(PerTask.of(prof, "grpo_steps")[t] for t in prof.tasks), ckpt_root=str(ckpt_root), report_to=tuple(prof.report_to))
+    return [Variant(name(v), rows=grpo_rows(prof, s, inter) if u is not None else grpo_rows(prof, s, static, traces),
+                    items=inter if u is not None else static, user=u, out_path=out(v),
+                    logs_dir=str(Path(run_dir) / "logs" / f"grpo-{name(v)}"), **common) for v, u in users.items()]
+
+def train_variants(variants:list[Variant], prof:Profile, run_dir:str|Path) -> tuple[dict, dict]:
+    ("Train `variants`: on GPUs each over all of them, one after another; on the CPU side by side in a pool of "
+     "`workers`, the longest first (`variant_costs`). Their step logs and seconds, by name.")
+    procs = n_processes(prof.processes, prof.device) if wants_cuda(prof.device) else 1   # on the CPU the variants share the cores as workers instead
+    if procs > 1:
+        acfg = launch_config(prof.accelerate_config, run_dir, procs, prof.device)
+        done = [launched(train_variant, v, procs, acfg, Path(run_dir) / "logs" / f"grpo-{v.name}.log") for v in variants]
+    else:
+        costs = variant_costs(variants)
+        done = pmap(train_variant, variants, n_workers(prof.workers, prof.device), cost=lambda v: costs[v.name])
+    return {v.name: log for v, (log, _) in zip(variants, done)}, {v.name: s for v, (_, s) in zip(variants, done)}
+
+def trained_logs(variants:list[Variant], maker:str) -> tuple[dict, dict]:
+    ("The step logs and seconds of `variants` as trained, read back from beside their weights; a `FileNotFoundError` "
+     "naming notebook `maker` for one not trained with its current key.")
+    logs, secs = {}, {}
+    for v in variants:
+        record = Path(v.out_path) / RECORD
+        old = load_json(record) if record.is_file() else {}
+        if old.get("key") != variant_key(v):
+            raise FileNotFoundError(f"variant {v.name} is not trained as this profile asks ({record}): run {maker} first")
+        logs[v.name], secs[v.name] = old["log"], old["seconds"]
+    return logs, secs
 
 # %% ../nbs/09_grpo.ipynb #48bf15bd
 CURVES = {"reward": "reward", "completions/mean_length": "policy tokens / episode", "episode/turns": "policy turns / episode",

@@ -337,7 +337,8 @@ def stage_flops(prof:Profile) -> dict[str, float]:
     n_or, steps = PerTask.of(prof, "n_oracle"), PerTask.of(prof, "grpo_steps")
     shared = [t for t in conv if t not in prof.sim_per_task]                   # tasks whose simulator trains on every task's traces
     sft_tokens = sum(n_or[t] * conv[t] for t in conv if t not in shared) + (sum(n_or[t] * conv[t] for t in conv) if shared else 0)
-    grpo = lambda t: sum(conv[t] * (8 * pol + 2 * u + 2 * jud) for u in user.values()) + single[t] * (8 * pol + 2 * jud)
+    grpo = lambda t, vs: sum(conv[t] * (8 * pol + 2 * user[v] + 2 * jud) for v in vs)             # interactive variants `vs` on task t
+    static = lambda t: single[t] * (8 * pol + 2 * jud)
     n_ctx, policies = prof.n_train_items // prof.G, 2 + (len(GRPO_USERS) + 1) * prof.train_runs    # base, CollabLLM, 09's variants
     zoo_lm = 6 + len(prof.zoo_steps) + len(prof.zoo_noise)                     # Table 2's policies, snapshots, noisy copies
     user_cost = 2 * 2 * ora + (1 + 1 + prof.dial_iterations) * 2 * sim         # real twice, the naive, SFT and DIAL simulators
@@ -349,7 +350,9 @@ def stage_flops(prof:Profile) -> dict[str, float]:
         "06_sft_only": 6 * sim * sft_tokens * prof.sft_epochs,
         "07_dial": prof.dial_iterations * (2 * sessions * (2 * pol + 2 * sim) + 6 * sim * 2 * sessions * prof.disc_epochs
                                           + 2 * sim * prof.dial_sessions * prof.dial_lowest_k * prof.dial_alternatives * prof.max_new_tokens * 2),
-        "09_grpo": prof.train_runs * sum(steps[t] * prof.grpo_batch * grpo(t) for t in conv),
+        "09_grpo": prof.train_runs * sum(steps[t] * prof.grpo_batch * grpo(t, ("naive", "oracle")) for t in conv),
+        "09b_grpo_calibrated": prof.train_runs * sum(steps[t] * prof.grpo_batch * (grpo(t, ("calibrated", "calibrated_dial")) + static(t))
+                                                     for t in conv),
         "09a_collabllm": n_ctx * prof.G * mean_conv * (COLLABLLM_COST["samples"] * (2 * pol + 2 * sim + 2 * jud) + 2 * pol)
                          + n_ctx * 2 * mean_conv * (6 * pol * COLLABLLM_COST["dpo_epochs"] + 2 * pol),
         "10_evaluate": policies * len(prof.eval_seeds) * sum(prof.n_eval_items * conv[t] * (2 * pol + 2 * ora + 2 * jud) for t in conv),

@@ -190,24 +190,17 @@ SIMULATOR_STAGES = [   # rollouts, Phase I, DIAL and the realism report
 # %% ../nbs/00f_stages.ipynb #aca30269
 POLICY_STAGES = [   # Phase II and the CollabLLM baseline
     Stage("09_grpo", "§4.2, App. B.4, D.2", "calirl.grpo", runs_on="gpu", cores=("workers",),
-          needs=("06_simulator_sft", "07_dial"),   # the calibrated users: Phase I's simulator and the DIAL version 07 chose
+          needs=("04c_base_policy",),             # Naive and Oracle: the base policy and the profile's users, nothing else
           makes={
               "policy_naive": "models/policy_naive",
-              "policy_calibrated": "models/policy_calibrated",
-              "policy_calibrated_dial": "models/policy_calibrated_dial",   # GRPO against the DIAL iteration 07 chose
-              "policy_static": "models/policy_static",
-              "grpo_logs": "metrics/grpo_logs.json",
               "policy_oracle": "models/policy_oracle",
               "policies_by_seed": "models/by_seed",   # <variant>-seed<s>/ for each training run after the first
           },
-          paper_cost="paper: 4–8 h on 32 A800 per task (128–256 GPU-h)",
+          paper_cost="paper: 4–8 h on 32 A800 per task (128–256 GPU-h), for all of Phase II",
           summary="multi-turn GRPO on TRL (`rollout_func` + `env_mask`), reference advantage/loss tested equal to "
-                  "TRL's; "
-                  "Naive / Calibrated / Calibrated + DIAL (against the DIAL version `07` chose) / Static Context / "
-                  "Oracle "
-                  "variants on `train_runs` seeds; a trained variant is read back by its key (`variant_key`) instead "
-                  "of "
-                  "trained again; `calirl bench grpo-step`"),
+                  "TRL's; the variants of Table 2 as plain data (`variants_for`), trained in a pool or over GPUs "
+                  "(`train_variants`); Naive and Oracle on `train_runs` seeds; a trained variant is read back by its "
+                  "key (`variant_key`) instead of trained again; `calirl bench grpo-step`"),
     Stage("09a_collabllm", "CollabLLM baseline", "calirl.collabllm", runs_on="gpu", needs=("06_simulator_sft",), cores=("threads",),
           makes={
               "policy_collabllm": "models/policy_collabllm",
@@ -219,18 +212,30 @@ POLICY_STAGES = [   # Phase II and the CollabLLM baseline
                   "check of held-out pairs with the real user → preference pairs → SFT on the chosen replies → offline "
                   "DPO "
                   "from that checkpoint, once per training seed"),
+    Stage("09b_grpo_calibrated", "§4.2, §5.1, App. B.5", "", runs_on="gpu", cores=("workers",),
+          needs=("06_simulator_sft", "07_dial", "09_grpo"),   # Phase I's simulator and traces, DIAL's choice; 09's curves
+          makes={
+              "policy_calibrated": "models/policy_calibrated",
+              "policy_calibrated_dial": "models/policy_calibrated_dial",   # GRPO against the DIAL iteration 07 chose
+              "policy_static": "models/policy_static",
+              "calibrated_policies_by_seed": "models/by_seed_calibrated",   # <variant>-seed<s>/ after the first run
+              "grpo_logs": "metrics/grpo_logs.json",
+          },
+          summary="Calibrated Interactive / Calibrated + DIAL (against the DIAL version `07` chose) / Static Context "
+                  "with `09_grpo`'s functions on `train_runs` seeds; the training curves and summary of all five "
+                  "variants (`grpo_training_curves.png`)"),
 ]
 
 # %% ../nbs/00f_stages.ipynb #f36fa8b3
 RESULTS_STAGES = [   # evaluation, case studies, validity, ablation, the report
-    Stage("10_evaluate", "§5.1–5.2, Table 2", "calirl.evaluate", runs_on="gpu", needs=("09_grpo", "09a_collabllm"), cores=("workers",),
+    Stage("10_evaluate", "§5.1–5.2, Table 2", "calirl.evaluate", runs_on="gpu", needs=("09_grpo", "09a_collabllm", "09b_grpo_calibrated"), cores=("workers",),
           makes={"eval_results": "eval/results.parquet", "eval_transcripts": "eval/transcripts.parquet"},
           summary="every policy against the evaluation user, 3 seeds; Table 2 (Markdown + CSV, paper numbers beside), bars, "
                   "turns to success"),
     Stage("11_case_studies", "App. F", "calirl.cases", needs=("10_evaluate",),
           summary="improved cases counted, behaviour patterns from transcripts, side-by-side transcripts"),
     Stage("12_validity", "DIAL §4.3.2, §4.3.4, §5.2, App. B.4–B.6", "calirl.validity", runs_on="gpu",
-          needs=("07_dial", "09_grpo", "09a_collabllm"),
+          needs=("07_dial", "09_grpo", "09a_collabllm", "09b_grpo_calibrated"),
           makes={"validity": "metrics/validity.json", "human_kit": "eval/human_kit"},
           worlds=("tiny",),
           refuses_because="its policy zoo holds scripted tiny-world assistants, and with the verifier as judge it labels user "

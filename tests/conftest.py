@@ -43,7 +43,7 @@ BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, fold
     "tiny_sizes_generic_kernels": ("tiny", ["--only", *TINY_SIZE_NOTEBOOKS], "calirl-tiny-generic-", GENERIC_KERNELS),
     # the paper's code path on stand-ins: the notebooks that make or read its models, data and endpoint (the library
     # notebooks run the same code in smoke); its endpoint on a free port, so that nothing else can answer in its place
-    "paper_mini_reproduction": ("paper-mini", ["--only", "04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "10", "11", "14"],
+    "paper_mini_reproduction": ("paper-mini", ["--only", "04_models", "04c", "05_rollout", "06", "07", "08", "09_grpo", "09a", "09b", "10", "11", "14"],
                                 "calirl-paper-mini-"),
 }
 

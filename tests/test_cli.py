@@ -76,21 +76,26 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     assert tp.loc["06_simulator_sft", "generation"] > 0, tp.loc["06_simulator_sft"]   # its oracle traces
     assert (tp.drop("total")["scoring"] > 0).any(), tp                  # rewards are timed somewhere
     assert (tp.loc[["07_dial", "08_realism"], "scoring"] > 0).all(), tp  # and so are the discriminators' P(real) and MAUVE
-    pooled = ["06_simulator_sft", "09_grpo", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.runtime.pmap` ([smoke]: two Phase I simulators)
-    if len(os.sched_getaffinity(0)) > 1:                                # workers = 0: a pool of one process per core
-        assert (tp.loc[pooled, "workers"] > 0).all(), tp                # time in the pool is its own phase
-    else: assert (tp.loc[["06_simulator_sft", "09_grpo"], "training_step"] > 0).all(), tp   # one core: they train in the notebook
+    pooled = ["06_simulator_sft", "09_grpo", "09b_grpo_calibrated", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.runtime.pmap` ([smoke]: two Phase I simulators)
+    held = {n: e.get("cores", 1) for n, e in _state(project).items()}   # the cores the scheduler gave each notebook
+    in_pool = [n for n in pooled if held[n] > 1]                        # workers = 0: a pool of one process per core it was given
+    if len(os.sched_getaffinity(0)) > 1: assert {"09_grpo", "09b_grpo_calibrated"} & set(in_pool), held   # GRPO got its pool at least once
+    assert (tp.loc[in_pool, "workers"] > 0).all(), tp                   # time in the pool is its own phase
+    alone = [n for n in ("06_simulator_sft", "09_grpo", "09b_grpo_calibrated") if n not in in_pool]
+    assert (tp.loc[alone, "training_step"] > 0).all(), tp              # one core: they train in the notebook
     assert (tp.loc["04c_base_policy", ["rollout", "forward", "backward"]] > 0).all(), tp.loc["04c_base_policy"]   # its demos' loop, its SFT's passes
     phases = tp[list(PHASE_COLUMNS)].sum(axis=1)
     assert (phases <= tp["seconds"] + 0.2).all(), tp                  # exclusive phases never double-count
     pp = pd.read_csv(project / "figures/smoke/time_profile_pools.csv").set_index("notebook")
-    if len(os.sched_getaffinity(0)) > 1:                                # the jobs' own phases came back from the pool
-        assert (pp.loc["09_grpo", ["generation", "rollout", "forward", "backward", "training_step"]] > 0).all(), pp
-        assert pp.loc["10_evaluate", "generation"] > 0, pp
+    grpo = [n for n in ("09_grpo", "09b_grpo_calibrated") if n in in_pool]
+    for n in grpo:                                                      # the jobs' own phases came back from the pool
+        assert (pp.loc[n, ["generation", "rollout", "forward", "backward", "training_step"]] > 0).all(), pp
+    if "10_evaluate" in in_pool: assert pp.loc["10_evaluate", "generation"] > 0, pp
+    if in_pool:
         cols = [c for c in PHASE_COLUMNS if c != "workers"]
         assert (pp[cols].sum(axis=1) <= pp["jobs"] + 0.2).all(), pp    # a job's phases never exceed the job
         assert (pp.drop("total")["workers"] <= tp.loc[pp.drop("total").index, "seconds"]).all(), (pp, tp)
-    else: assert "09_grpo" not in pp.index, pp                       # one core: GRPO trains in the notebook (00_core's demo still asks for two workers)
+    assert not {"09_grpo", "09b_grpo_calibrated"} - set(grpo) & set(pp.index), pp   # given one core: GRPO trains in the notebook
     assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
 
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):

@@ -84,7 +84,9 @@ def test_site_renders_in_headless_chromium(site, tmp_path):
     assert img.shape[:2] == (1000, 1280) and img.std() > 0.05, "the screenshot of the index is blank"
     dom = _chromium("--dump-dom", (s / "nbs" / "09_grpo.html").as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<title>09_grpo: Multi-turn GRPO" in dom.stdout and "grpo_training_curves.png" in dom.stdout
+    assert "<title>09_grpo: Multi-turn GRPO" in dom.stdout
+    dom_b = _chromium("--dump-dom", (s / "nbs" / "09b_grpo_calibrated.html").as_uri())
+    assert dom_b.returncode == 0 and "grpo_training_curves.png" in dom_b.stdout, dom_b.stderr[-2000:]   # the committed figure, on the page that draws it
     body = dom.stdout[dom.stdout.index('<div class="jp-Notebook'):] if '<div class="jp-Notebook' in dom.stdout else dom.stdout
     assert "default_exp" not in body, "a notebook page shows nbdev's `#| default_exp` cell"
     h1, code = body.find("<h1"), body.find("jp-CodeCell")
