@@ -104,6 +104,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.backends.mask_keys_in_logs': ('backends.html#mask_keys_in_logs', 'calirl/backends.py'),
                                  'calirl.backends.rms_norm': ('backends.html#rms_norm', 'calirl/backends.py'),
                                  'calirl.backends.rotate': ('backends.html#rotate', 'calirl/backends.py'),
+                                 'calirl.backends.same_rows': ('backends.html#same_rows', 'calirl/backends.py'),
                                  'calirl.backends.sample_next': ('backends.html#sample_next', 'calirl/backends.py'),
                                  'calirl.backends.sampling_kwargs': ('backends.html#sampling_kwargs', 'calirl/backends.py'),
                                  'calirl.backends.serve_locally': ('backends.html#serve_locally', 'calirl/backends.py'),
