@@ -8,9 +8,9 @@ OpenAI-compatible HTTP endpoint (the large evaluation simulator and judge)."""
 # %% auto #0
 __all__ = ['SAMPLING_OFF', 'LEAN_ARCHS', 'LEAN_MIN_ROWS', 'ENGINES', 'KEY_MASK', 'Completion', 'chat_prompt_ids', 'Backend',
            'stop_ids', 'cut_at_stop', 'left_pad', 'sampling_kwargs', 'lean_reason', 'PrefixCache', 'rms_norm', 'rotate',
-           'attend', 'lean_layer', 'sample_next', 'LeanDecoder', 'HFBackend', 'assert_logprobs_close', 'VLLMBackend',
-           'BackendError', 'OpenAIBackend', 'KeyMask', 'mask_keys_in_logs', 'answers', 'die_with_parent', 'LocalServer',
-           'serve_locally', 'served_sampling']
+           'attend', 'lean_layer', 'sample_next', 'LeanDecoder', 'same_rows', 'HFBackend', 'assert_logprobs_close',
+           'VLLMBackend', 'BackendError', 'OpenAIBackend', 'KeyMask', 'mask_keys_in_logs', 'answers', 'die_with_parent',
+           'LocalServer', 'serve_locally', 'served_sampling']
 
 # %% ../nbs/04a_backends.ipynb #0ffcb11d
 import atexit, importlib.util, json, logging, os, random as _random, signal, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
@@ -224,29 +224,37 @@ def sample_next(z:torch.Tensor, temperature:float, top_p:float=1.0, u:torch.Tens
 # %% ../nbs/04a_backends.ipynb #687df8ee
 class LeanDecoder:
     "Batched sampling from a Llama-family decoder: functional forward, in-place KV cache, prefix cache across calls."
-    def __init__(self, model, max_cache_bytes:int=256 * 2**20):
+    def __init__(self, model, max_cache_bytes:int=256 * 2**20, share_prompts:bool=False):
         why = lean_reason(model)
         if why: raise ValueError(f"the lean decoder cannot run this model: {why}")
         self.model, cfg = model, model.config
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.eps, self.cache = cfg.rms_norm_eps, PrefixCache(max_cache_bytes)
+        self.share_prompts = share_prompts            # True: rows with the same prompt and cached prefix are prefilled once (`_prefill`)
 
-    def forward(self, ids, pos, K, V, at:slice, mask) -> torch.Tensor:
-        "Logits (B, vocab) at the last of `ids` (B, S), at positions `pos` (B, S); `K`, `V` are (layers, B, kv, T, d)."
+    def forward(self, ids, pos, K, V, at:slice, mask, rows:torch.Tensor|None=None) -> torch.Tensor:
+        "Logits (B, vocab) at the last of `ids` (B, S), at positions `pos` (B, S); `K`, `V` are (layers, B, kv, T, d); `rows`: the logits of these rows of the batch instead."
         inner = self.model.model
         x = F.embedding(ids, inner.embed_tokens.weight)
         cos, sin = inner.rotary_emb(x, pos)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         for i, layer in enumerate(inner.layers):
             x = lean_layer(layer, x, cos, sin, K[i], V[i], at, mask, self.heads, self.kv_heads, self.eps)
-        x = rms_norm(x[:, -1], inner.norm.weight, self.eps)
+        x = x[:, -1] if rows is None else x[rows, -1]
+        x = rms_norm(x, inner.norm.weight, self.eps)
         return F.linear(x, self.model.lm_head.weight, self.model.lm_head.bias)
+
+# %% ../nbs/04a_backends.ipynb #5e1d0a02
+def same_rows(arrs:list[np.ndarray], hits:list[tuple[int, int]]) -> list[int]:
+    "Each row's first row with the same prompt (`arrs`) and the same cached prefix (`hits`); a row with none is its own."
+    first = {}
+    return [first.setdefault((h, a.tobytes()), r) for r, (a, h) in enumerate(zip(arrs, hits))]
 
 # %% ../nbs/04a_backends.ipynb #6562b0e2
 @patch
 def _prefill(self:LeanDecoder, prompts:list[list[int]], N:int):
-    "Lay out the batch, copy in cached prefixes, prefill the rest; (logits, K, V, key mask, last positions, layout)."
+    "Lay out the batch, copy in cached prefixes, prefill the rest (each distinct row once); (logits, K, V, key mask, last positions, layout)."
     dev, B = self.model.device, len(prompts)
     arrs = [np.asarray(p, dtype=np.int64) for p in prompts]
     hits = [self.cache.longest(a) for a in arrs]
@@ -254,15 +262,19 @@ def _prefill(self:LeanDecoder, prompts:list[list[int]], N:int):
     s = [len(a) - n for a, n in zip(arrs, c)]
     C, S = max(c), max(s)
     L, W = len(self.model.model.layers), C + S + N
-    K = torch.zeros(L, B, self.kv_heads, W, self.head_dim, dtype=self.model.lm_head.weight.dtype, device=dev)
+    src = same_rows(arrs, hits) if self.share_prompts else list(range(B))
+    if len(set(src)) * S < LEAN_MIN_ROWS: src = list(range(B))   # too few rows to multiply: another kernel's rounding
+    run = sorted(set(src))                                        # the rows prefilled
+    K = torch.zeros(L, len(run), self.kv_heads, W, self.head_dim, dtype=self.model.lm_head.weight.dtype, device=dev)
     V = torch.zeros_like(K)
     keys = torch.zeros(B, W, dtype=torch.bool, device=dev)
     ids = torch.zeros(B, S, dtype=torch.long, device=dev)
     pos = torch.zeros(B, S, dtype=torch.long, device=dev)
     for r, ((n, j), a) in enumerate(zip(hits, arrs)):
         if n:
-            K[:, r, :, C - n:C] = self.cache.entries[j][1][:, :, :n]
-            V[:, r, :, C - n:C] = self.cache.entries[j][2][:, :, :n]
+            if src[r] == r:
+                K[:, run.index(r), :, C - n:C] = self.cache.entries[j][1][:, :, :n]
+                V[:, run.index(r), :, C - n:C] = self.cache.entries[j][2][:, :, :n]
             keys[r, C - n:C] = True
         ids[r, S - s[r]:] = torch.from_numpy(a[n:])
         pos[r, S - s[r]:] = torch.arange(n, len(a))
@@ -271,8 +283,13 @@ def _prefill(self:LeanDecoder, prompts:list[list[int]], N:int):
     own = torch.zeros_like(causal)
     own[:, C:] = torch.eye(S, dtype=torch.bool, device=dev)
     mask = (causal & keys[:, None, :C + S]) | own                        # (B, S, C + S)
-    z = self.forward(ids, pos, K, V, slice(C, C + S), mask[:, None])
-    return z, K, V, keys, pos[:, -1:].clone(), (arrs, hits, C, S)
+    if len(run) == B:
+        z = self.forward(ids, pos, K, V, slice(C, C + S), mask[:, None])
+        return z, K, V, keys, pos[:, -1:].clone(), (arrs, hits, C, S)
+    at = torch.tensor(run, device=dev)
+    to = torch.tensor([run.index(r) for r in src], device=dev)              # each row's row among those prefilled
+    z = self.forward(ids[at], pos[at], K, V, slice(C, C + S), mask[at, None], rows=to)   # the last projection on all B rows, as without sharing
+    return z, K.index_select(1, to), V.index_select(1, to), keys, pos[:, -1:].clone(), (arrs, hits, C, S)
 
 # %% ../nbs/04a_backends.ipynb #a42f1a7b
 @patch
@@ -344,7 +361,7 @@ ENGINES = ("auto", "lean", "generate")
 
 class HFBackend(Backend):
     "Batched generation with a transformers model: left padding, KV cache, log-probabilities of the sampled tokens."
-    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str|None=None):
+    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str|None=None, share_prompts:bool=False):
         engine = engine or os.environ.get("CALIRL_DECODER") or "auto"
         if engine not in ENGINES: raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
@@ -353,7 +370,7 @@ class HFBackend(Backend):
         self.pad_id = pad
         self.lean = None
         if engine == "lean" or (engine == "auto" and model.device.type == "cpu" and lean_reason(model) is None):
-            self.lean = LeanDecoder(model)
+            self.lean = LeanDecoder(model, share_prompts=share_prompts)
 
     def __repr__(self):
         return f"HFBackend({type(self.model).__name__}, device={self.model.device}, dtype={self.model.dtype}, engine={'lean' if self.lean else 'generate'})"

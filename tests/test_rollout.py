@@ -1,7 +1,9 @@
 """The rollout engine: masks decode to exactly the policy's turns, inputs only grow, text matches the chat
 template, and every kind of bad input is handled and counted."""
+import os
 import pytest
-from calirl.backends import Backend, Completion, HFBackend
+import torch
+from calirl.backends import Backend, Completion, HFBackend, LeanDecoder
 from calirl.models import build_tiny_model, train_tokenizer
 from calirl.prompts import ParseStats
 from calirl.dialogue import TERMINATE, load_conversations, save_conversations
@@ -181,3 +183,88 @@ def test_text_policy_takes_the_policy_prompt(world):
     assert all(ptok.decode(p).startswith("<|im_start|>system\n" + PROACTIVE_SYSTEM) for call in rec.calls for p in call)
     said = [m["content"] for t in T for m in t.messages if m["role"] == "assistant"]
     assert said and set(said) == {"how many more ?"}, said
+
+# --- the template rendered once per tokenizer, the first prompt prefilled once per group --------------------------
+
+from calirl.dialogue import converse
+from calirl.models import turn_end_ids, with_hub_template
+from calirl.rollout import PolicySpeaker, Sampling, TurnSegments
+from calirl.runtime import one_thread
+from calirl.users import UserTurn
+
+EDGE_REPLIES = ["how many more ?", "", " ", "\n", "  twelve  ", "\tleading tab", "trailing newline\n", "say <|im_end|> now",
+                "<|im_start|>assistant\nfake", "<start_of_turn>model", "<end_of_turn>", "a {{ b }} {% if c %} {# d #}",
+                "é ü 日本 🙂", "line one\nline two\n\nline four", "\x00R\x00", "\x00A", f"bye {TERMINATE}", "x" * 300]
+
+class Saying:
+    "A user that says `texts` in turn (the edge cases above), ending the chat after the last."
+    name = "saying"
+    def __init__(self, texts): self.texts = texts
+    def respond(self, items, chats, states):
+        k = [sum(m["role"] == "user" for m in c) for c in chats]
+        return [UserTurn(self.texts[min(i, len(self.texts) - 1)], i >= len(self.texts) - 1) for i in k]
+
+def _template_tokenizers(ptok):
+    return {"policy": ptok, "qwen2_5": with_hub_template(ptok, "qwen2_5"), "gemma3": with_hub_template(ptok, "gemma3")}
+
+@pytest.mark.parametrize("name", ["policy", "qwen2_5", "gemma3"])
+def test_turn_segments_equal_the_rendered_template(world, name):
+    "On the kit's own template and the hub templates it uses: the pieces give the ids of the full rendering, for every reply."
+    tok = _template_tokenizers(world[1])[name]
+    ends = [tok.convert_ids_to_tokens(i) for i in turn_end_ids(tok)]
+    seg = TurnSegments(tok, ends)
+    assert seg.pieces[True] is not None and seg.pieces[True][2] == (name != "gemma3")      # Gemma-3 trims the reply
+    for r in EDGE_REPLIES + [t + " " + u for t in EDGE_REPLIES[:6] for u in EDGE_REPLIES[6:10]]:
+        for after_eos in (False, True):
+            assert seg(r, after_eos) == turn_segment(tok, r, after_eos, ends), (name, r, after_eos)
+
+def _conversations(backend, tok, user, items, render_once, G=3, H=4, seed=5):
+    s = Sampling(max_new_tokens=8, temperature=1.0, seed=seed, max_len=400)
+    T = converse(user, PolicySpeaker(backend, tok, s, render_once=render_once), items, H, seed, G)
+    return [(t.prompt_ids, t.completion_ids, t.policy_mask, t.logprobs, t.messages, t.termination) for t in T]
+
+@pytest.mark.parametrize("name", ["policy", "qwen2_5", "gemma3"])
+def test_rendering_once_gives_the_same_conversations(world, name):
+    "Multi-turn conversations whose users say the edge cases: the same ids, masks and log-probabilities either way."
+    items, ptok, *_ = world
+    tok = _template_tokenizers(ptok)[name]
+    texts = ["how many more ?", "  what should i change ? ", "12 + 7 = 19 .\n", ""]
+    runs = [_conversations(Scripted(tok, texts), tok, Saying(EDGE_REPLIES), items, r, H=len(EDGE_REPLIES)) for r in (False, True)]
+    assert runs[0] == runs[1]
+    assert max(len(c[4]) for c in runs[0]) > 10                             # many turns were taken
+
+class Uncut(Backend):
+    "A real backend whose turns cut at the token limit count as ended, so that a random model's conversations go on."
+    def __init__(self, b): self.b = b
+    def generate(self, *a, **kw): return [Completion(o.token_ids, o.text, o.logprobs, "stop") for o in self.b.generate(*a, **kw)]
+
+def test_rendering_once_gives_the_same_sampled_rollouts(world):
+    "A sampled policy against the scripted human and the LM simulator: equal tokens and log-probabilities, not just close."
+    items, ptok, pol, stok, sim = world
+    for user in (scripted_human, lambda: LMSimulator(sim, stok, max_new_tokens=8, seed=0)):     # a fresh user for each run
+        a, b = (_conversations(Uncut(HFBackend(pol.model, ptok)), ptok, user(), items, r) for r in (False, True))
+        assert a == b and any(len(c[4]) > 3 for c in a)
+
+@pytest.mark.skipif(bool(os.environ.get("MKL_CBWR") or os.environ.get("ATEN_CPU_CAPABILITY")),
+                    reason="pinned generic kernels: a product of fewer rows may round differently (measured: it does)")
+def test_shared_prompts_are_bit_equal_on_one_thread(world):
+    "GRPO groups (each opening G times) with `share_prompts` on and off, on one BLAS thread as rollouts run: equal conversations, logits and caches."
+    items, ptok, pol, *_ = world
+    with one_thread():
+        runs = []
+        for share in (False, True):
+            be = HFBackend(pol.model, ptok, engine="lean", share_prompts=share)
+            runs.append((_conversations(Uncut(be), ptok, scripted_human(), items, True, G=4), be.lean.cache.entries))
+    (a, ea), (b, eb) = runs
+    assert a == b and any(len(c[4]) > 3 for c in a)                         # token ids, masks and log-probabilities as floats
+    assert len(ea) == len(eb) > 0
+    for x, y in zip(ea, eb):
+        assert x[0].tolist() == y[0].tolist() and torch.equal(x[1], y[1]) and torch.equal(x[2], y[2])
+    with one_thread():
+        prompts = [p for p in ([5, 9, 17, 30, 41, 7], [8, 8, 3, 12]) for _ in range(4)]
+        out = {}
+        for share in (False, True):
+            d = LeanDecoder(pol.model, share_prompts=share)
+            torch.manual_seed(0)
+            out[share] = d.generate(prompts, 6, 1.0, 1.0, [], ptok.pad_token_id)
+        assert torch.equal(out[False][0], out[True][0]) and torch.equal(out[False][1], out[True][1])
