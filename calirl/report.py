@@ -146,7 +146,7 @@ def core_use(runs:list[dict], state:dict) -> str:
     cores = "/".join(sorted({str(r["cores"]) for r in runs}))
     return (f"On {cores} cores for {cap / max(r['cores'] for r in runs):,.0f} s of wall time ({cap:,.0f} core-seconds), the "
             f"notebooks held {held / cap:.0%} of the cores' time and kept {cpu / cap:.0%} busy: {1 - cpu / cap:.0%} of it "
-            f"stood idle.")
+            f"went unused by the run (idle cores, or other processes on the machine).")
 
 # %% ../nbs/14_report.ipynb #1f391877
 FIGURES = {"table2_bars.png": "Table 2 as bars", "grpo_training_curves.png": "GRPO training curves", "realism_delta.png": "δ̂_t per simulator",
