@@ -49,10 +49,15 @@ BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, fold
 
 from calirl.training import free_port  # noqa: E402  (a TCP port on 127.0.0.1 that nothing listens on now)
 
+# The order in which the tests that read a background run go, at the end: the runs that end first first, so that the
+# readers of an ended run work beside the runs still going (the tiny-size runs take two notebooks; paper-mini, one
+# notebook at a time, each starting its own server, ends last).
+READ_ORDER = ["tiny_sizes_native", "tiny_sizes_generic_kernels", "smoke_reproduction", "paper_mini_reproduction"]
+
 def pytest_collection_modifyitems(session, config, items):
     "Start each background reproduction a collected test needs and run the tests that read one last, so that they run beside all the others."
-    needs = lambda it: any(f in getattr(it, "fixturenames", ()) for f in BACKGROUND)
-    items[:] = [it for it in items if not needs(it)] + [it for it in items if needs(it)]   # stable: each group keeps its order
+    last = lambda it: max((READ_ORDER.index(f) + 1 for f in getattr(it, "fixturenames", ()) if f in BACKGROUND), default=0)
+    items[:] = sorted(items, key=last)                                   # stable: each group keeps its order
     import tempfile
     for fixture, (prof, extra, prefix, *env) in BACKGROUND.items():
         if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
