@@ -49,11 +49,26 @@ BACKGROUND = {   # fixture -> (profile, extra `calirl reproduce` arguments, fold
 
 from calirl.training import free_port  # noqa: E402  (a TCP port on 127.0.0.1 that nothing listens on now)
 
+# The documentation site (`calirl.docs.build_docs` of the checkout, as `tests/test_docs.py` reads it), built in a process of
+# its own from collection on like the reproductions: mkdocs' conversion of the notebooks is about a minute of one core.
+DOCS_BUILD = ("import json, sys\nfrom calirl.docs import build_docs\ngot = build_docs(sys.argv[1], sys.argv[2])\n"
+              "print(json.dumps({k: v if isinstance(v, (int, float)) else str(v) for k, v in got.items()}))")
+
+# The order in which the tests that read a background run go, at the end: the runs that end first first, so that the
+# readers of an ended run work beside the runs still going (the tiny-size runs take two notebooks; paper-mini, one
+# notebook at a time, each starting its own server, ends last).
+READ_ORDER = ["tiny_sizes_native", "tiny_sizes_generic_kernels", "smoke_reproduction", "paper_mini_reproduction"]
+
 def pytest_collection_modifyitems(session, config, items):
     "Start each background reproduction a collected test needs and run the tests that read one last, so that they run beside all the others."
-    needs = lambda it: any(f in getattr(it, "fixturenames", ()) for f in BACKGROUND)
-    items[:] = [it for it in items if not needs(it)] + [it for it in items if needs(it)]   # stable: each group keeps its order
+    last = lambda it: max((READ_ORDER.index(f) + 1 for f in getattr(it, "fixturenames", ()) if f in BACKGROUND), default=0)
+    items[:] = sorted(items, key=last)                                   # stable: each group keeps its order
     import tempfile
+    if "docs_site" not in _BG and any("docs_site" in getattr(it, "fixturenames", ()) for it in items):
+        root = Path(tempfile.mkdtemp(prefix="calirl-docs-"))
+        out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
+        proc = subprocess.Popen([sys.executable, "-c", DOCS_BUILD, str(ROOT), str(root / "out")], cwd=root, stdout=out, stderr=err, text=True)
+        _BG["docs_site"] = dict(root=root, proj=root / "out", proc=proc, out=out, err=err)
     for fixture, (prof, extra, prefix, *env) in BACKGROUND.items():
         if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
         root = Path(tempfile.mkdtemp(prefix=prefix))
@@ -83,6 +98,14 @@ def _wait(fixture:str, timeout:int=900):
         pytest.fail(f"{' '.join(bg['proc'].args[1:])} took over {timeout} s")
     read = lambda f: (f.seek(0), f.read())[1]
     return bg["proj"], subprocess.CompletedProcess(bg["proc"].args, bg["proc"].returncode, read(bg["out"]), read(bg["err"]))
+
+@pytest.fixture(scope="session")
+def docs_site():
+    "The built site's folder and `build_docs`'s summary (its Paths as strings), from the build started at collection."
+    import json
+    out, r = _wait("docs_site", timeout=600)
+    if r.returncode != 0: pytest.fail(f"build_docs failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+    return out / "site", json.loads(r.stdout.strip().splitlines()[-1])
 
 @pytest.fixture(scope="session")
 def smoke_reproduction():

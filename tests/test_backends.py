@@ -307,15 +307,29 @@ def test_openai_backend_against_transformers_serve(tmp_path, tok, monkeypatch):
             try: proc.wait(10)
             except subprocess.TimeoutExpired: os.killpg(proc.pid, signal.SIGKILL); proc.wait(5)
 
+@pytest.fixture(scope="module")
+def local_server(tmp_path_factory):
+    """`serve()`: the module's one `serve_locally` server (no model named at start; each request names a local folder),
+    started on the first call: the two tests that serve local folders share its start (the imports of `transformers
+    serve`). A server a test stopped is replaced on the next call; the last one left is stopped at the end."""
+    from calirl.backends import serve_locally
+    held = []
+    def serve():
+        if not held or held[-1].proc.poll() is not None:
+            held.append(serve_locally(f"http://127.0.0.1:{free_port()}/v1", device="cpu", log=tmp_path_factory.mktemp("serve") / "serve.log"))
+        return held[-1]
+    yield serve
+    for server in held: server.stop()
+
 @pytest.mark.timeout(150)
-def test_served_models_sample_at_the_requested_temperature(tmp_path, tok):
+def test_served_models_sample_at_the_requested_temperature(tmp_path, tok, local_server):
     """`transformers serve` takes `do_sample` (and `top_k`, `repetition_penalty`, ...) from the model's generation config,
     not from the request. A stand-in (`build_standin` says `do_sample = true`, as the hub's chat models do) samples by
     itself; a model whose config does not say it answers greedily at any temperature unless the request carries
     `served_sampling()`, which `calirl.components` sends to the kit's own server. Both must answer a temperature-1
     request by sampling (the seed decides the reply) and a temperature-0 request greedily, as `HFBackend` does."""
     from transformers import GenerationConfig
-    from calirl.backends import serve_locally, served_sampling
+    from calirl.backends import served_sampling
     from calirl.models import STANDINS, build_standin
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing or not (BIN / "transformers").exists():
@@ -327,24 +341,20 @@ def test_served_models_sample_at_the_requested_temperature(tmp_path, tok):
     GenerationConfig.from_dict({k: v for k, v in GenerationConfig.from_pretrained(standin).to_dict().items() if k not in ("do_sample", "top_k")}).save_pretrained(plain)
     assert not GenerationConfig.from_pretrained(plain).do_sample and GenerationConfig.from_pretrained(standin).do_sample
     msgs = [[{"role": "user", "content": f"i have {k} apples"}] for k in range(8)]
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
-    try:
-        as_is = OpenAIBackend(url, str(plain), timeout=30, max_retries=1)
-        a, other = (as_is.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 100))
-        assert [o.text for o in a] == [o.text for o in other], "transformers serve now samples without do_sample in the model's config"
-        for path, extra in ((standin, None), (plain, served_sampling())):
-            c = OpenAIBackend(url, str(path), timeout=30, max_retries=1, extra_body=extra)
-            a, b, other = (c.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 0, 100))
-            assert [o.text for o in a] == [o.text for o in b]                        # the same seeds, the same replies
-            assert sum(x.text != y.text for x, y in zip(a, other)) >= 4, (path.name, [(x.text, y.text) for x, y in zip(a, other)])   # other seeds, other replies
-            greedy = c.generate_chat(msgs[:2], 12, temperature=0.0)
-            assert [o.text for o in greedy] == [o.text for o in HFBackend(*load_model(path, device="cpu")).generate_chat(msgs[:2], 12, temperature=0.0)]
-    finally:
-        server.stop()
+    url = local_server().base_url                                               # the module's server (the next test stops it)
+    as_is = OpenAIBackend(url, str(plain), timeout=30, max_retries=1)
+    a, other = (as_is.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 100))
+    assert [o.text for o in a] == [o.text for o in other], "transformers serve now samples without do_sample in the model's config"
+    for path, extra in ((standin, None), (plain, served_sampling())):
+        c = OpenAIBackend(url, str(path), timeout=30, max_retries=1, extra_body=extra)
+        a, b, other = (c.generate_chat(msgs, 12, temperature=1.0, seed=s) for s in (0, 0, 100))
+        assert [o.text for o in a] == [o.text for o in b]                        # the same seeds, the same replies
+        assert sum(x.text != y.text for x, y in zip(a, other)) >= 4, (path.name, [(x.text, y.text) for x, y in zip(a, other)])   # other seeds, other replies
+        greedy = c.generate_chat(msgs[:2], 12, temperature=0.0)
+        assert [o.text for o in greedy] == [o.text for o in HFBackend(*load_model(path, device="cpu")).generate_chat(msgs[:2], 12, temperature=0.0)]
 
 @pytest.mark.timeout(120)
-def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tmp_path, tok):
+def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tmp_path, tok, local_server):
     """`serve_locally` (what `serve = true` runs): no model is named at start, each request names a local folder, the
     answers are that model's, a second call finds the server and leaves it alone, and `stop()` ends it."""
     from calirl.backends import answers, serve_locally
@@ -355,8 +365,8 @@ def test_serve_locally_starts_a_server_that_loads_models_by_path_and_stops_it(tm
     paths = [save_model(scramble(build_tiny_model(tok, "qwen2", 32, 1, role="policy", seed=s)[0]), with_role(tok, "policy"), tmp_path / f"m{s}")
              for s in (0, 1)]
     msgs = [[{"role": "user", "content": "i have 12 apples"}]]
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    server = serve_locally(url, device="cpu", log=tmp_path / "serve.log")
+    server = local_server()                                                  # serve_locally's start, here or in the test above
+    url = server.base_url
     try:
         assert server.owned and answers(url)
         again = serve_locally(url)

@@ -200,6 +200,21 @@ def _ok_run(project):
     assert r.returncode == 0 and _state(project)["99_ok"]["status"] == "ok", r.stderr
     return project / "runs/smoke", project / "runs/smoke/notebooks/99_ok.ipynb", r
 
+@pytest.fixture(scope="module")
+def _ok_template(tmp_path_factory):
+    "One `_ok_run` project for the module (each run starts a kernel); the tests below damage copies of it."
+    project = copy_project(tmp_path_factory.mktemp("ok") / "proj")
+    _ok_run(project)
+    return project
+
+@pytest.fixture
+def ok_project(_ok_template, tmp_path):
+    "A copy of the module's succeeded one-notebook run (times kept): (project, run dir, executed copy)."
+    import shutil
+    project = shutil.copytree(_ok_template, tmp_path / "proj", symlinks=True)
+    assert _state(project)["99_ok"]["status"] == "ok"
+    return project, project / "runs/smoke", project / "runs/smoke/notebooks/99_ok.ipynb"
+
 def test_kernel_runs_quietly_one_progress_line_per_notebook(project):
     noisy = ("import os, subprocess, sys\nos.write(2, b'a C library warns\\n')\n"
              "subprocess.run([sys.executable, '-c', 'import sys; print(\"a worker warns\", file=sys.stderr)'])")
@@ -215,8 +230,8 @@ def test_kernel_runs_quietly_one_progress_line_per_notebook(project):
 
 @pytest.mark.parametrize("damage", [b'{"99_ok": {"status": "ok", "finger', b"\x89PNG\r\n\x1a garbage", b"", b"[]", b'{"x": 3}'],
                          ids=["truncated", "garbage", "empty", "list", "wrong-shape"])
-def test_damaged_state_is_set_aside_and_done_work_recovered(project, damage):
-    run_dir, out, _ = _ok_run(project)
+def test_damaged_state_is_set_aside_and_done_work_recovered(ok_project, damage):
+    project, run_dir, out = ok_project
     before = out.stat().st_mtime_ns
     (run_dir / "state.json").write_bytes(damage)
     d = calirl("reproduce", "--profile", "smoke", "--only", "99_ok", "--dry-run", cwd=project)
@@ -275,8 +290,8 @@ sys.exit(main(["reproduce", "--profile", "smoke", "--only", "99_ok", "--force"])
 """
 
 @pytest.mark.parametrize("what", ["notebook", "state"])
-def test_full_disk_is_one_line_and_loses_nothing(project, what):
-    run_dir, out, _ = _ok_run(project)
+def test_full_disk_is_one_line_and_loses_nothing(ok_project, what):
+    project, run_dir, out = ok_project
     copy, state = out.read_bytes(), (run_dir / "state.json").read_bytes()
     r = subprocess.run([sys.executable, "-c", _FULL_DISK, what], cwd=project, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "No space left on device" in r.stderr, r.stderr

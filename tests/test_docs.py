@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 import matplotlib.image as mpimg
 import pytest
-from calirl.docs import build_docs, dead_links, nav_label
+from calirl.docs import dead_links, nav_label
 from calirl.pipeline import list_notebooks
 from calirl.report import readme_results, report_section
 from conftest import ROOT, calirl
@@ -40,12 +40,9 @@ class _Nav(HTMLParser):
         if tag == "a": self.hrefs += [v for k, v in attrs if k == "href" and v]
 
 @pytest.fixture(scope="module")
-def site():
-    out = Path(tempfile.mkdtemp(prefix="calirl-docs-"))
-    try:
-        got = build_docs(ROOT, out)
-        yield out / "site", got
-    finally: shutil.rmtree(out, ignore_errors=True)
+def site(docs_site):
+    "`build_docs(ROOT, out)`: the site and its summary, built in the background from collection on (`conftest.py`)."
+    return docs_site
 
 @pytest.mark.timeout(600)
 def test_site_has_a_page_per_notebook_and_no_dead_link(site):
