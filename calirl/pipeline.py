@@ -339,12 +339,12 @@ def waits_for(name:str, names:list[str]) -> set[str]:
 
 # %% ../nbs/00a_reproduce.ipynb #6d768ac0
 def notebook_cores(prof:Profile, name:str, cores:int) -> tuple[int, int]:
-    ("The cores notebook `name` of a run of `prof` on `cores` cores needs (its trainers' threads, launched processes, "
-     "fixed counts: fewer would change its floats or crowd it) and can use (a pool besides), both in 1…`cores`.")
+    ("The cores notebook `name` of a run of `prof` on `cores` cores needs (its trainers' threads, launched processes: "
+     "fewer would change its floats or crowd them) and can use (a pool besides), both in 1…`cores`.")
     from calirl.runtime import usable_cores
     every = usable_cores()
     uses = stage(name).cores
-    counts = [u for u in uses if isinstance(u, int)]
+    counts = []
     if "threads" in uses: counts.append(prof.threads or every)
     if "processes" in uses: counts.append(prof.processes or 1)
     if "all" in uses: counts.append(cores)

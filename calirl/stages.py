@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 # %% ../nbs/00f_stages.ipynb #7b4e1531
 RUNS_ON = ("cpu", "gpu")   # loads no model | loads models
-CORE_USES = ("threads", "processes", "workers", "all")   # what a notebook runs on more than one core, besides fixed counts
+CORE_USES = ("threads", "processes", "workers", "all")   # what a notebook runs on more than one core
 
 @dataclass(frozen=True)
 class Stage:
@@ -31,7 +31,7 @@ class Stage:
     worlds: tuple[str, ...] = ()                 # the worlds it runs in; (): every world
     refuses_because: str = ""                    # why it cannot run in the others
     paper_cost: str = ""                         # what the paper reports it cost
-    cores: tuple = ()                            # CORE_USES or fixed counts; (): one core
+    cores: tuple = ()                            # some of CORE_USES; (): one core
 
     def __post_init__(self):
         if self.runs_on not in RUNS_ON: raise ValueError(f"{self.name}: runs_on must be one of {', '.join(RUNS_ON)}, "
@@ -41,8 +41,8 @@ class Stage:
         if bool(self.worlds) != bool(self.refuses_because):
             raise ValueError(f"{self.name}: a stage bound to some worlds says why it refuses the others "
                              f"(refuses_because), and only such a stage")
-        if not isinstance(self.cores, tuple) or not all(u in CORE_USES or (type(u) is int and u > 0) for u in self.cores):
-            raise ValueError(f"{self.name}: cores is a tuple of {', '.join(CORE_USES)} or counts > 0, got {self.cores!r}")
+        if not isinstance(self.cores, tuple) or not all(u in CORE_USES for u in self.cores):
+            raise ValueError(f"{self.name}: cores is a tuple of {', '.join(CORE_USES)}, got {self.cores!r}")
         object.__setattr__(self, "makes", MappingProxyType(dict(self.makes)))
 
 # %% ../nbs/00f_stages.ipynb #866aea69
@@ -69,7 +69,7 @@ KIT_STAGES = [   # the kit itself: settings, runner, command line, docs, runtime
           summary="the documentation site (`calirl docs`): every notebook a page with the committed run's figures and "
                   "tables, the README, the guide pages in `docs/` and the run reports, built with MkDocs, no dead link; "
                   "this page rendered from the stages (`notebook_map`)"),
-    Stage("00d_runtime", "", "calirl.runtime", cores=(2,),
+    Stage("00d_runtime", "", "calirl.runtime",
           summary="seeding, where time goes (`timed` phases), worker pools for independent runs (`pmap`), trainers' BLAS "
                   "threads, interleaved timing, how far two float results may differ when they add in another order "
                   "(`order_bound`, `assert_order_close`)"),
@@ -134,7 +134,7 @@ ENGINES_STAGES = [   # models, generation backends, trainers and the base policy
                   "prefix cache across turns), vLLM, OpenAI-compatible HTTP; a local `transformers serve` a notebook "
                   "starts "
                   "and stops (`serve_locally`)"),
-    Stage("04b_training", "", "calirl.training", runs_on="gpu", cores=("threads", 2),
+    Stage("04b_training", "", "calirl.training", runs_on="gpu", cores=("threads",),
           summary="generic TRL wrappers: SFT with the loss on the generation span (`sft_train`), offline DPO against a "
                   "frozen reference (`dpo_train`); every trainer timed by phase (`run_trainer`); `calirl bench "
                   "sft-step`"),
@@ -166,7 +166,7 @@ SIMULATOR_STAGES = [   # rollouts, Phase I, DIAL and the realism report
                   "sampling temperature compared task by task on unseen training items (`simulator_temperature.md`); the "
                   "run stops unless the simulator states withheld facts at least `min_reveal` × as often as the real user "
                   "on every task"),
-    Stage("07_dial", "DIAL §3.3–3.5", "calirl.dial", runs_on="gpu", needs=("06_simulator_sft",), cores=("threads", "processes", 2),
+    Stage("07_dial", "DIAL §3.3–3.5", "calirl.dial", runs_on="gpu", needs=("06_simulator_sft",), cores=("threads", "processes"),
           makes={"dial_simulators": "models/dial", "dial_metrics": "metrics/dial.json"},
           summary="real and simulated sessions with Phase I's policies (a share asks first); a discriminator (token "
                   "classification, causal) that reads the simulator's goal context before the session (`disc_sees_goal`); "
