@@ -11,7 +11,7 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'PHASE
            'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager',
            'waits_for', 'notebook_cores', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads',
            'read_phases', 'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end',
-           'children_cpu_s', 'record_cores', 'read_cores', 'run_plan', 'run_started', 'compare_runs',
+           'children_cpu_s', 'record_cores', 'read_cores', 'run_schedule', 'run_plan', 'run_started', 'compare_runs',
            'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
@@ -352,6 +352,26 @@ def notebook_cores(prof:Profile, name:str, cores:int) -> tuple[int, int]:
     want = max(need, (prof.workers or every) if "workers" in uses else 1)
     return min(need, cores), min(want, cores)
 
+# %% ../nbs/00a_reproduce.ipynb #1f914dbc
+def _in_order(names:list[str], run:Callable[[str, int], int], started:Callable, ended:Callable, cores:int) -> int:
+    "`run_dag` with one slot: each of `names` in turn, in this thread, with every one of the `cores`."
+    for n in names:
+        started(n, cores)
+        code = run(n, cores)
+        ended(n, code)
+        if code: return code
+    return 0
+
+def _next_start(waiting:list[str], deps:dict[str, set], names:set, ok:set, cores:dict, budget:int, free:int) -> tuple[str|None, int]:
+    ("The notebook `run_dag` starts next and the cores it gets: the first of `waiting` whose `deps` among `names` are all "
+     "`ok`, with as many of the `free` cores as it wants, once its need is free; (None, 0) if there is none, or if it "
+     "waits for cores (nothing overtakes it).")
+    n = next((n for n in waiting if set(deps.get(n, ())) & names <= ok), None)
+    if n is None: return None, 0
+    need, want = cores.get(n, (1, 1))
+    if min(need, budget) > free: return None, 0
+    return n, min(max(need, want), free)
+
 # %% ../nbs/00a_reproduce.ipynb #9bb6e8c4
 def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str, int], int],
             started:Callable[[str, int], None]=lambda n, k: None, ended:Callable[[str, int], None]=lambda n, code: None,
@@ -363,16 +383,9 @@ def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str, 
      "notebook starts when its need is free, with as many free cores as it wants, and none overtakes a ready one "
      "that waits for cores. `started`/`ended` run in this thread. The first non-zero code, else 0.")
     budget = budget or max(1, slots)
-    if slots == 1:
-        for n in names:
-            started(n, budget)
-            code = run(n, budget)
-            ended(n, code)
-            if code: return code
-        return 0
+    if slots == 1: return _in_order(names, run, started, ended, budget)
     import queue, threading
-    cores = cores or {}
-    results, waiting, held, ok, first, free = queue.Queue(), list(names), {}, set(), 0, budget
+    results, waiting, held, ok, first, free, cores = queue.Queue(), list(names), {}, set(), 0, budget, cores or {}
     waited = {n: sum(n in set(deps.get(m, ())) for m in names) for n in names}          # how many wait for it: the long chain starts first
     waiting.sort(key=lambda n: (-waited[n], -(cost or {}).get(n, 0.0)))                 # stable: in order among equals
     def work(n, k):
@@ -381,11 +394,8 @@ def run_dag(names:list[str], deps:dict[str, set], slots:int, run:Callable[[str, 
     try:
         while True:
             while not first and (not slots or len(held) < slots):
-                n = next((n for n in waiting if set(deps.get(n, ())) & set(names) <= ok), None)   # the first ready one
+                n, k = _next_start(waiting, deps, set(names), ok, cores, budget, free)
                 if n is None: break
-                need, want = cores.get(n, (1, 1))
-                if min(need, budget) > free: break                                 # it waits for cores, and nothing overtakes it
-                k = min(max(need, want), free)
                 waiting.remove(n)
                 held[n] = k
                 free -= k
@@ -576,21 +586,29 @@ def read_cores(run_dir:str|Path) -> list[dict]:
     except (OSError, ValueError): return []
     return [r for r in runs if isinstance(r, dict) and all(isinstance(r.get(k), (int, float)) for k in ("cores", "started_at", "finished_at", "cpu_s"))] if isinstance(runs, list) else []
 
+# %% ../nbs/00a_reproduce.ipynb #fae20956
+def run_schedule(prof:Profile, todo:list[Step], names:list[str], state:dict) -> tuple[int, int, dict, dict, dict]:
+    ("How `run_dag` runs the steps `todo` of a run of `prof` (`names`: every planned notebook, in order; `state`: the "
+     "run's): its slots, its cores, what each step waits for, its seconds in the last run, its (need, want) of cores.")
+    from calirl.runtime import usable_cores
+    budget = usable_cores()
+    slots = 1 if prof.notebook_workers == 1 or len(todo) == 1 else prof.notebook_workers
+    steps = [s.name for s in todo]
+    cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
+    return slots, budget, {n: waits_for(n, names) for n in steps}, cost, {n: notebook_cores(prof, n, budget) for n in steps}
+
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, planned:dict[str, str]|None=None) -> int:
     "Run the steps `todo` as `waits_for` and the cores allow (`notebook_workers`, `notebook_cores`) (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
     run_dir, fig_dir = run_paths(root, prof.name)
     os.environ.update(run_environment(root, prof))
-    from calirl.runtime import CORES_ENV, usable_cores
-    budget = usable_cores()
-    slots = 1 if prof.notebook_workers == 1 or len(todo) == 1 else prof.notebook_workers
-    progress = (sys.stderr.isatty() if progress is None else progress) and slots == 1    # side by side, papermill's bars would interleave
+    from calirl.runtime import CORES_ENV
     planned = planned or {s.name: s.fingerprint for s in todo}
-    names = list(planned)
-    steps = {s.name: s for s in todo}
+    names, steps, state = list(planned), {s.name: s for s in todo}, read_state(run_dir)
+    slots, budget, deps, cost, cores = run_schedule(prof, todo, names, state)
+    progress = (sys.stderr.isatty() if progress is None else progress) and slots == 1    # side by side, papermill's bars would interleave
     final = {n: fp for n, fp in planned.items() if n not in steps}     # notebooks not run now keep their fingerprints
-    state, t_all, t0, count = read_state(run_dir), time.time(), {}, iter(range(1, len(todo) + 1))
-    cpu0 = children_cpu_s()
+    t_all, t0, count, cpu0 = time.time(), {}, iter(range(1, len(todo) + 1)), children_cpu_s()
     log(f"calirl reproduce [{prof.name}]: {len(todo)} to run, {n_done} up to date → {run_dir}" + (f"; side by side on {budget} cores" if slots != 1 else ""))
     out = lambda n: run_dir / "notebooks" / f"{n}.ipynb"
     def started(n:str, k:int):
@@ -609,9 +627,6 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
         record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)          # so far: the report, the last notebook, reads it
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
-    deps = {n: waits_for(n, names) for n in steps}
-    cost = {n: state[n]["elapsed_s"] for n in steps if isinstance(state.get(n, {}).get("elapsed_s"), (int, float))}   # the last run's seconds
-    cores = {n: notebook_cores(prof, n, budget) for n in steps}
     try: code = run_dag(list(steps), deps, slots, run, started, ended, cost, cores, budget)
     except KeyboardInterrupt:
         running = [n for n in steps if state.get(n, {}).get("status") == "interrupted" and n in t0]
@@ -620,8 +635,7 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
     finally: record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)
     if code: return code
     own = sum(state[n]["elapsed_s"] for n in steps)
-    log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, side by side on {budget} cores)" if slots != 1 else "")
-        + f"; figures and tables in {fig_dir}")
+    log(f"done in {time.time() - t_all:.1f} s" + (f" ({own:.1f} s of notebooks, side by side on {budget} cores)" if slots != 1 else "") + f"; figures and tables in {fig_dir}")
     return 0
 
 # %% ../nbs/00a_reproduce.ipynb #c3a376e4

@@ -210,6 +210,7 @@ def _table2_sections(fig:Path) -> list[str]:
                             "the win share among pairs that differ with its Wilson 95 % interval, and the ask rates of chosen, rejected and a perfect asker.\n\n" + p.read_text()))
     return out
 
+# %% ../nbs/14_report.ipynb #780ca2af
 def _time_sections(fig:Path, profile:str, run_dir:str|Path) -> list[str]:
     "The report's sections on where the run's time went: per notebook, inside worker pools and, for a profile with a time target, against it."
     out = []

@@ -126,23 +126,25 @@ class PolicySpeaker:
             c.n_user_tokens += len(self.tok(u.text, add_special_tokens=False)["input_ids"])
             if len(c.messages) == 1: c.prompt_ids = self.opening(u.text)
 
-    def _fits(self, c:Conversation) -> bool:
-        "Append the template and the user's reply to `c`'s sequence if one more turn fits in `max_len`; else end `c`."
-        n = len(c.prompt_ids) + len(c.completion_ids)
-        if c.n_policy_turns:
-            last_eos = bool(c.completion_ids) and c.completion_ids[-1] in self.ends
-            seg = self.segment(c.messages[-1]["content"], last_eos)
-            if n + len(seg) + self.sampling.max_new_tokens > self.max_len:
-                c.termination = "context_overflow"
-                return False
-            c.completion_ids += seg
-            c.policy_mask += [0] * len(seg)
-            c.logprobs += [0.0] * len(seg)
-            n += len(seg)
-        if n + self.sampling.max_new_tokens > self.max_len:
+# %% ../nbs/05_rollout.ipynb #3f7a9589
+@patch
+def _fits(self:PolicySpeaker, c:Conversation) -> bool:
+    "Append the template and the user's reply to `c`'s sequence if one more turn fits in `max_len`; else end `c`."
+    n = len(c.prompt_ids) + len(c.completion_ids)
+    if c.n_policy_turns:
+        last_eos = bool(c.completion_ids) and c.completion_ids[-1] in self.ends
+        seg = self.segment(c.messages[-1]["content"], last_eos)
+        if n + len(seg) + self.sampling.max_new_tokens > self.max_len:
             c.termination = "context_overflow"
             return False
-        return True
+        c.completion_ids += seg
+        c.policy_mask += [0] * len(seg)
+        c.logprobs += [0.0] * len(seg)
+        n += len(seg)
+    if n + self.sampling.max_new_tokens > self.max_len:
+        c.termination = "context_overflow"
+        return False
+    return True
 
 # %% ../nbs/05_rollout.ipynb #9d2d7cfe
 @patch
@@ -372,10 +374,10 @@ def decode_options(model, tok, prompts:list[list[int]], max_new_tokens:int, repe
     return out
 
 # %% ../nbs/05_rollout.ipynb #33cc8be6
-def bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int=0, repeats:int=2, G:int=8, log=print) -> dict:
-    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, and seconds of `n` GRPO-shaped ones (`G` per item) with the template rendered per turn or once and shared prompts off or on, on one BLAS thread: medians over `repeats` `interleaved` rounds; a dict."
+def bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int=0, repeats:int=2, group:int=8, log=print) -> dict:
+    "Tokens/s of batched vs one-at-a-time rollouts of `n` conversations on `generate` and the lean decoder, and seconds of `n` GRPO-shaped ones (`group` per item) with the template rendered per turn or once and shared prompts off or on, on one BLAS thread: medians over `repeats` `interleaved` rounds; a dict."
     from calirl.runtime import one_thread
-    with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, repeats, G, log)
+    with one_thread(): return _bench_rollout(n, H, max_new_tokens, hidden, layers, seed, repeats, group, log)
 
 # %% ../nbs/05_rollout.ipynb #967323b7
 def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, seed:int, repeats:int, G:int, log) -> dict:

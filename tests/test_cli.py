@@ -79,7 +79,6 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     pooled = ["06_simulator_sft", "09_grpo", "09b_grpo_calibrated", "10_evaluate", "13_ablation"]   # their independent runs go to `calirl.runtime.pmap` ([smoke]: two Phase I simulators)
     held = {n: e.get("cores", 1) for n, e in _state(project).items()}   # the cores the scheduler gave each notebook
     in_pool = [n for n in pooled if held[n] > 1]                        # workers = 0: a pool of one process per core it was given
-    if len(os.sched_getaffinity(0)) > 1: assert {"09_grpo", "09b_grpo_calibrated"} & set(in_pool), held   # GRPO got its pool at least once
     assert (tp.loc[in_pool, "workers"] > 0).all(), tp                   # time in the pool is its own phase
     alone = [n for n in ("06_simulator_sft", "09_grpo", "09b_grpo_calibrated") if n not in in_pool]
     assert (tp.loc[alone, "training_step"] > 0).all(), tp              # one core: they train in the notebook

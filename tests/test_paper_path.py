@@ -54,7 +54,9 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     realism = json.loads((proj / RUN / "artifacts" / "metrics" / "realism.json").read_text())["table"]
     assert realism[0]["user"] == f"eval:{st / 'oracle'}"                      # 08's real user is the served one; its fixed assistant the base policy
     assert {row["user"] for row in realism[1:]} == {f"naive:{st / 'simulator'}", "sft-simulator", "dial-it0", "dial-it1"}
-    for nb in ("05_rollout", "06_simulator_sft", "07_dial", "08_realism", "09_grpo", "09a_collabllm", "09b_grpo_calibrated", "10_evaluate"):   # each reached the server it started
+    # each reached the server it started; 09b is left out: its users run in-process, and its judge reads only episodes not
+    # cut off at the token limit, which paper-mini's untrained policies need not produce
+    for nb in ("05_rollout", "06_simulator_sft", "07_dial", "08_realism", "09_grpo", "09a_collabllm", "10_evaluate"):
         assert "POST /v1/chat/completions" in (proj / RUN / "logs" / f"serve-{nb}.log").read_text(), nb
     url = next(a for a in r.args if str(a).startswith("openai_base_url=")).split("=", 1)[1]
     assert not answers(url)                                                  # and stopped it
