@@ -729,22 +729,27 @@ def variant_costs(vs:list[Variant]) -> dict[str, float]:
     return {v.name: float(v.steps * (1 if v.user is None else 3 if v.user.get("source") else 2)) for v in vs}
 
 # %% ../nbs/09_grpo.ipynb #4a6a5ecd
-def variants_for(prof:Profile, settings:GRPOSettings, run_dir:str|Path, base_path:str|Path, users:dict[str, dict|None], s:int,
+def variants_for(prof:Profile, settings:GRPOSettings, run_dir:str|Path, base_path:str|Path, users:dict[str, dict|None],
                  ckpt_root:str|Path, by_seed:str="policies_by_seed", traces:list|None=None) -> list[Variant]:
-    ("The variants `users` names (variant → its user's spec; None: Static Context on the oracle `traces`), trained with "
-     "seed `s` from `base_path`: Table 2's policies when `s` is the profile's seed, else `<by_seed>/<variant>-seed<s>`.")
+    ("The variants `users` names (variant → its user's spec; None: Static Context on the oracle `traces`) for each of "
+     "the profile's `train_runs` seeds, Table 2's run first, from `base_path`: Table 2's policies for the profile's "
+     "seed, else `<by_seed>/<variant>-seed<s>`.")
     from calirl.components import judge_spec
-    inter = grpo_items(prof)
+    inter = grpo_items(prof)                                       # read once for every seed
     static = static_items(prof) if None in users.values() else {}
-    name = lambda v: v if s == prof.seed else f"{v}-seed{s}"
-    out = lambda v: str(artifact_path(run_dir, f"policy_{v}") if s == prof.seed else artifact_path(run_dir, by_seed) / f"{v}-seed{s}")
-    st = settings.changed(seed=s)                    # a copy with its own seed; nothing else checked again
-    common = dict(base_path=str(base_path), judge=judge_spec(prof), max_len=PerTask.of(prof, "max_len"), H=prof.H, settings=st,
+    common = dict(base_path=str(base_path), judge=judge_spec(prof), max_len=PerTask.of(prof, "max_len"), H=prof.H,
                   steps=sum(PerTask.of(prof, "grpo_steps")[t] for t in prof.tasks), ckpt_root=str(ckpt_root), report_to=tuple(prof.report_to))
-    return [Variant(name(v), rows=grpo_rows(prof, s, inter) if u is not None else grpo_rows(prof, s, static, traces),
-                    items=inter if u is not None else static, user=u, out_path=out(v),
-                    logs_dir=str(Path(run_dir) / "logs" / f"grpo-{name(v)}"), **common) for v, u in users.items()]
+    out = []
+    for s in range(prof.seed, prof.seed + prof.train_runs):
+        name = lambda v: v if s == prof.seed else f"{v}-seed{s}"
+        where = lambda v: str(artifact_path(run_dir, f"policy_{v}") if s == prof.seed else artifact_path(run_dir, by_seed) / f"{v}-seed{s}")
+        st = settings.changed(seed=s)                    # a copy with its own seed; nothing else checked again
+        out += [Variant(name(v), rows=grpo_rows(prof, s, inter) if u is not None else grpo_rows(prof, s, static, traces),
+                        items=inter if u is not None else static, user=u, out_path=where(v), settings=st,
+                        logs_dir=str(Path(run_dir) / "logs" / f"grpo-{name(v)}"), **common) for v, u in users.items()]
+    return out
 
+# %% ../nbs/09_grpo.ipynb #ab102899
 def train_variants(variants:list[Variant], prof:Profile, run_dir:str|Path) -> tuple[dict, dict]:
     ("Train `variants`: on GPUs each over all of them, one after another; on the CPU side by side in a pool of "
      "`workers`, the longest first (`variant_costs`). Their step logs and seconds, by name.")
