@@ -8,16 +8,18 @@ OpenAI-compatible HTTP endpoint (the large evaluation simulator and judge)."""
 # %% auto #0
 __all__ = ['SAMPLING_OFF', 'LEAN_ARCHS', 'LEAN_MIN_ROWS', 'ENGINES', 'KEY_MASK', 'Completion', 'chat_prompt_ids', 'Backend',
            'stop_ids', 'cut_at_stop', 'left_pad', 'sampling_kwargs', 'lean_reason', 'PrefixCache', 'rms_norm', 'rotate',
-           'attend', 'lean_layer', 'sample_next', 'LeanDecoder', 'same_rows', 'HFBackend', 'assert_logprobs_close',
-           'VLLMBackend', 'BackendError', 'OpenAIBackend', 'KeyMask', 'mask_keys_in_logs', 'answers', 'die_with_parent',
-           'LocalServer', 'serve_locally', 'served_sampling']
+           'attend', 'write_at', 'lean_layer', 'sample_next', 'LeanDecoder', 'lean_forward', 'same_rows',
+           'lean_weights', 'weights_view', 'lean_step', 'HFBackend', 'assert_logprobs_close', 'VLLMBackend',
+           'BackendError', 'OpenAIBackend', 'KeyMask', 'mask_keys_in_logs', 'answers', 'die_with_parent', 'LocalServer',
+           'serve_locally', 'served_sampling']
 
 # %% ../nbs/04a_backends.ipynb #0ffcb11d
-import atexit, importlib.util, json, logging, os, random as _random, signal, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request
+import atexit, importlib.util, json, logging, os, random as _random, signal, subprocess, sys, tempfile, time, urllib.error, urllib.parse, urllib.request, warnings, weakref
 from pathlib import Path
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import SimpleNamespace
 from http.client import HTTPException
 
 import numpy as np
@@ -188,16 +190,21 @@ def attend(q, k, v, mask, scale:float) -> torch.Tensor:
     return w @ v
 
 # %% ../nbs/04a_backends.ipynb #3948eaa2
-def lean_layer(layer, x, cos, sin, K, V, at:slice, mask, heads:int, kv_heads:int, eps:float) -> torch.Tensor:
-    "One decoder layer on `x` (B, S, D); writes its keys and values into `K`, `V` (B, kv, T, d) at positions `at`."
+def write_at(K:torch.Tensor, at:slice|torch.Tensor, x:torch.Tensor) -> None:
+    "Write `x` (B, kv, S, d) into the cache `K` (B, kv, T, d) at positions `at`: a slice, or a tensor of positions (what a traced step is given)."
+    if isinstance(at, slice): K[:, :, at] = x
+    else: K.index_copy_(2, at, x)
+
+def lean_layer(layer, x, cos, sin, K, V, at:slice|torch.Tensor, mask, heads:int, kv_heads:int, eps:float) -> torch.Tensor:
+    "One decoder layer on `x` (B, S, D); writes its keys and values into `K`, `V` (B, kv, T, d) at positions `at` and attends over the cache up to `mask`'s width."
     B, S, _ = x.shape
     a, m = layer.self_attn, layer.mlp
     h = rms_norm(x, layer.input_layernorm.weight, eps)
     q = F.linear(h, a.q_proj.weight, a.q_proj.bias).view(B, S, heads, -1).transpose(1, 2)
     k = F.linear(h, a.k_proj.weight, a.k_proj.bias).view(B, S, kv_heads, -1).transpose(1, 2)
-    K[:, :, at] = rotate(k, cos, sin)
-    V[:, :, at] = F.linear(h, a.v_proj.weight, a.v_proj.bias).view(B, S, kv_heads, -1).transpose(1, 2)
-    k, v = K[:, :, :at.stop], V[:, :, :at.stop]
+    write_at(K, at, rotate(k, cos, sin))
+    write_at(V, at, F.linear(h, a.v_proj.weight, a.v_proj.bias).view(B, S, kv_heads, -1).transpose(1, 2))
+    k, v = K[:, :, :mask.shape[-1]], V[:, :, :mask.shape[-1]]
     if kv_heads != heads:
         k = k.repeat_interleave(heads // kv_heads, 1)
         v = v.repeat_interleave(heads // kv_heads, 1)
@@ -224,7 +231,7 @@ def sample_next(z:torch.Tensor, temperature:float, top_p:float=1.0, u:torch.Tens
 # %% ../nbs/04a_backends.ipynb #687df8ee
 class LeanDecoder:
     "Batched sampling from a Llama-family decoder: functional forward, in-place KV cache, prefix cache across calls."
-    def __init__(self, model, max_cache_bytes:int=256 * 2**20, share_prompts:bool=False):
+    def __init__(self, model, max_cache_bytes:int=256 * 2**20, share_prompts:bool=False, traced:bool=True):
         why = lean_reason(model)
         if why: raise ValueError(f"the lean decoder cannot run this model: {why}")
         self.model, cfg = model, model.config
@@ -232,18 +239,23 @@ class LeanDecoder:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
         self.eps, self.cache = cfg.rms_norm_eps, PrefixCache(max_cache_bytes)
         self.share_prompts = share_prompts            # True: rows with the same prompt and cached prefix are prefilled once (`_prefill`)
+        self.traced = traced                          # True: each decoding step runs `lean_step`'s traced graph (`_decode`)
 
     def forward(self, ids, pos, K, V, at:slice, mask, rows:torch.Tensor|None=None) -> torch.Tensor:
         "Logits (B, vocab) at the last of `ids` (B, S), at positions `pos` (B, S); `K`, `V` are (layers, B, kv, T, d); `rows`: the logits of these rows of the batch instead."
-        inner = self.model.model
-        x = F.embedding(ids, inner.embed_tokens.weight)
-        cos, sin = inner.rotary_emb(x, pos)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        for i, layer in enumerate(inner.layers):
-            x = lean_layer(layer, x, cos, sin, K[i], V[i], at, mask, self.heads, self.kv_heads, self.eps)
-        x = x[:, -1] if rows is None else x[rows, -1]
-        x = rms_norm(x, inner.norm.weight, self.eps)
-        return F.linear(x, self.model.lm_head.weight, self.model.lm_head.bias)
+        return lean_forward(self.model, ids, pos, K, V, at, mask, self.heads, self.kv_heads, self.eps, rows)
+
+def lean_forward(model, ids, pos, K, V, at, mask, heads:int, kv_heads:int, eps:float, rows=None) -> torch.Tensor:
+    "`LeanDecoder.forward` over `model` — a Llama-family model, or anything laid out like one (`weights_view`)."
+    inner = model.model
+    x = F.embedding(ids, inner.embed_tokens.weight)
+    cos, sin = inner.rotary_emb(x, pos)
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    for i, layer in enumerate(inner.layers):
+        x = lean_layer(layer, x, cos, sin, K[i], V[i], at, mask, heads, kv_heads, eps)
+    x = x[:, -1] if rows is None else x[rows, -1]
+    x = rms_norm(x, inner.norm.weight, eps)
+    return F.linear(x, model.lm_head.weight, model.lm_head.bias)
 
 # %% ../nbs/04a_backends.ipynb #5e1d0a02
 def same_rows(arrs:list[np.ndarray], hits:list[tuple[int, int]]) -> list[int]:
@@ -321,6 +333,49 @@ def _compact(self:LeanDecoder, K, V, keys, rows, live, upto:int, slots:list):
     V2[:, :, :, :upto] = V[:, :, :, :upto].index_select(1, keep)
     return K2, V2, keys[keep], keep
 
+# %% ../nbs/04a_backends.ipynb #ade634bf
+def lean_weights(model) -> tuple[torch.Tensor, ...]:
+    "Every parameter of `model` in `named_parameters` order, a tied one under each of its names: what a traced step is passed."
+    return tuple(p for _, p in model.named_parameters(remove_duplicate=False))
+
+def weights_view(model, ws:tuple):
+    ("`model` as `lean_forward` reads it, with its parameters replaced by `ws` (`lean_weights` order): a module that holds "
+     "parameters becomes a namespace of its plain attributes, parameters and children; one without (the rotary embedding) stays itself.")
+    named = dict(zip((n for n, _ in model.named_parameters(remove_duplicate=False)), ws))
+    def view(m, at:str):
+        if next(m.parameters(), None) is None: return m
+        if isinstance(m, torch.nn.ModuleList): return [view(c, f"{at}{i}.") for i, c in enumerate(m)]
+        ns = SimpleNamespace(**{k: v for k, v in vars(m).items() if isinstance(v, (bool, int, float))})
+        for k, w in m._parameters.items(): setattr(ns, k, None if w is None else named[at + k])
+        for k, c in m._modules.items(): setattr(ns, k, None if c is None else view(c, f"{at}{k}."))
+        return ns
+    return view(model, "")
+
+_STEPS = weakref.WeakKeyDictionary()      # model → its traced decoding step
+
+def lean_step(dec:LeanDecoder):
+    "The traced graph of one decoding step of `dec`'s model, traced at its first use: (ids, pos, K, V, at as a tensor, mask, weights) → logits."
+    step = _STEPS.get(dec.model)
+    if step is not None: return step
+    B, dev = LEAN_MIN_ROWS, dec.model.device
+    K = torch.zeros(len(dec.model.model.layers), B, dec.kv_heads, 2, dec.head_dim, device=dev)
+    ex = (torch.zeros(B, 1, dtype=torch.long, device=dev), torch.ones(B, 1, dtype=torch.long, device=dev), K, torch.zeros_like(K),
+          torch.tensor([1], device=dev), torch.ones(B, 1, 1, 2, dtype=torch.bool, device=dev), lean_weights(dec.model))
+    model, heads, kv_heads, eps = weakref.ref(dec.model), dec.heads, dec.kv_heads, dec.eps   # the trace keeps its function: no strong reference to the model
+    f = lambda ids, pos, K, V, at, mask, ws: lean_forward(weights_view(model(), ws), ids, pos, K, V, at, mask, heads, kv_heads, eps)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.filterwarnings("ignore", message=r".*torch\.jit\.trace. is deprecated")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)    # a step has one query: `attend`'s branch on it is a constant
+        step = _STEPS[dec.model] = torch.jit.trace(f, ex, check_trace=False)
+    return step
+
+@patch
+def _decode(self:LeanDecoder, ids, pos, K, V, at:int, mask, ws:tuple) -> torch.Tensor:
+    "One decoding step at position `at`: the traced `lean_step` when `traced` (and no CPU fuser is on), else `forward`."
+    if not self.traced or not hasattr(torch.jit, "trace") or torch._C._jit_can_fuse_on_cpu():
+        return self.forward(ids, pos, K, V, slice(at, at + 1), mask)
+    return lean_step(self)(ids, pos, K, V, torch.tensor([at], device=ids.device), mask, ws)
+
 # %% ../nbs/04a_backends.ipynb #415b7a37
 @patch
 @torch.no_grad()
@@ -331,6 +386,7 @@ def generate(self:LeanDecoder, prompts:list[list[int]], max_new_tokens:int, temp
     N, B = max_new_tokens, len(prompts)
     z, K, V, keys, last, layout = self._prefill(prompts, N)
     C, S, dev = layout[2], layout[3], z.device
+    ws = lean_weights(self.model)
     stop_t = torch.tensor(stop, device=dev)
     new = torch.full((B, N), pad_id, dtype=torch.long, device=dev)
     raw = torch.zeros(B, N, z.shape[-1], dtype=torch.float32, device=dev)
@@ -350,7 +406,7 @@ def generate(self:LeanDecoder, prompts:list[list[int]], max_new_tokens:int, temp
             rows, live, last, nxt = rows[keep], live[keep], last[keep], nxt[keep]
         keys[:, at] = True
         last += 1
-        z = self.forward(nxt[:, None], last, K, V, slice(at, at + 1), keys[:, None, None, :at + 1])
+        z = self._decode(nxt[:, None], last, K, V, at, keys[:, None, None, :at + 1], ws)
     for i, r in enumerate(rows.tolist()): slots[r] = (K, V, i)
     new, raw = new[:, :t + 1], raw[:, :t + 1]
     self._remember(slots, new, cut_at_stop(new, stop)[0].tolist(), layout)
@@ -361,7 +417,7 @@ ENGINES = ("auto", "lean", "generate")
 
 class HFBackend(Backend):
     "Batched generation with a transformers model: left padding, KV cache, log-probabilities of the sampled tokens."
-    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str|None=None, share_prompts:bool=False):
+    def __init__(self, model, tokenizer, max_batch_size:int=64, engine:str|None=None, share_prompts:bool=False, traced:bool=True):
         engine = engine or os.environ.get("CALIRL_DECODER") or "auto"
         if engine not in ENGINES: raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
@@ -370,7 +426,7 @@ class HFBackend(Backend):
         self.pad_id = pad
         self.lean = None
         if engine == "lean" or (engine == "auto" and model.device.type == "cpu" and lean_reason(model) is None):
-            self.lean = LeanDecoder(model, share_prompts=share_prompts)
+            self.lean = LeanDecoder(model, share_prompts=share_prompts, traced=traced)
 
     def __repr__(self):
         return f"HFBackend({type(self.model).__name__}, device={self.model.device}, dtype={self.model.dtype}, engine={'lean' if self.lean else 'generate'})"

@@ -342,10 +342,10 @@ class _Ended:
     def __init__(self, b): self.b = b
     def generate(self, *a, **kw): return [Completion(o.token_ids, o.text, o.logprobs, "stop") for o in self.b.generate(*a, **kw)]
 
-def _time_paths(pm, ptok, items, G, H, max_new_tokens, seed, render_once:bool, share:bool) -> dict:
+def _time_paths(pm, ptok, items, G, H, max_new_tokens, seed, render_once:bool, share:bool, traced:bool) -> dict:
     "Seconds and conversations of GRPO-shaped rollouts (`G` per item, against the scripted human, as `bench grpo-step`) on the lean decoder."
     from calirl.users import scripted_human
-    speaker = PolicySpeaker(_Ended(HFBackend(pm, ptok, engine="lean", share_prompts=share)), ptok, Sampling(max_new_tokens, 1.0, seed),
+    speaker = PolicySpeaker(_Ended(HFBackend(pm, ptok, engine="lean", share_prompts=share, traced=traced)), ptok, Sampling(max_new_tokens, 1.0, seed),
                             render_once=render_once)
     t0 = time.perf_counter()
     T = converse(scripted_human(), speaker, items, H, seed, G)
@@ -417,7 +417,7 @@ def _bench_rollout(n:int, H:int, max_new_tokens:int, hidden:int, layers:int, see
     return _bench_paths(pm, ptok, items, G, H, max_new_tokens, seed, repeats, out, log)
 
 # %% ../nbs/05_rollout.ipynb #7a5e0b05
-PATHS = {"per_turn": (False, False), "render_once": (True, False), "shared": (True, True)}   # name: (render_once, share_prompts)
+PATHS = {"per_turn": (False, False, False), "render_once": (True, False, False), "traced": (True, False, True), "shared": (True, True, True)}   # name: (render_once, share_prompts, traced)
 
 def _bench_paths(pm, ptok, items, G:int, H:int, max_new_tokens:int, seed:int, repeats:int, out:dict, log) -> dict:
     "`out` with the median seconds of GRPO-shaped rollouts of `items[:n // G]` × `G` on each of `PATHS`, `interleaved`, their ratios to `per_turn`, and whether each gave `per_turn`'s conversations."

@@ -6,7 +6,7 @@ the tiny world's seeded **math-chat** and **docedit-chat** generators in which a
 # %% auto #0
 __all__ = ['TASKS', 'NAMES', 'OBJECTS', 'OPS', 'NOUNS', 'ADJS', 'COLLABLLM_HUB', 'COLLABLLM_COLUMNS', 'TaskItem', 'problem_text',
            'math_answer', 'math_item', 'render_doc', 'docedit_item', 'tiny_items', 'load_collabllm', 'heldout_split',
-           'write_collabllm_fixture', 'task_source', 'load_items', 'oracle_draws', 'oracle_items']
+           'write_collabllm_fixture', 'task_source', 'load_items', 'validation_items', 'oracle_draws', 'oracle_items']
 
 # %% ../nbs/02_tasks.ipynb #2cba951d
 import hashlib, json, math, random
@@ -82,14 +82,14 @@ def docedit_item(rng:random.Random, item_id:str, n_sents:int=2) -> TaskItem:
 # %% ../nbs/02_tasks.ipynb #41b2ae21
 _MAKERS = {"math-chat": math_item, "docedit-chat": docedit_item}
 
-_SPLITS = {"train": 0, "eval": 10**7, "demo": 2 * 10**7}           # disjoint streams of item seeds
+_SPLITS = {"train": 0, "eval": 10**7, "demo": 2 * 10**7, "validation": 3 * 10**7}   # disjoint streams of item seeds
 
 def _item_seed(seed:int, task:str, k:int) -> int:
     return int(hashlib.sha256(f"{seed}|{task}|{k}".encode()).hexdigest()[:12], 16)
 
 def tiny_items(task:str, split:str, n:int, seed:int=0) -> list[TaskItem]:
-    ("`n` tiny-world items of `task` for `split` ('train', 'eval', or 'demo': the base policy's demonstrations), "
-     "deterministic in `seed`.")
+    ("`n` tiny-world items of `task` for `split` ('train', 'eval', 'demo': the base policy's demonstrations, or "
+     "'validation': where settings and checks are chosen, never Table 2's), deterministic in `seed`.")
     if task not in _MAKERS: raise ValueError(f"unknown task {task!r}; choose from {', '.join(_MAKERS)}")
     if split not in _SPLITS: raise ValueError(f"split must be one of {', '.join(_SPLITS)}, got {split!r}")
     off = _SPLITS[split]
@@ -185,6 +185,18 @@ def load_items(world:str, task:str, n_train:int, n_eval:int, seed:int=0, source:
                              f"n_oracle_*) or use a larger source")
         return train[:n_train], held
     raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
+
+def validation_items(world:str, task:str, n:int, n_train:int, n_eval:int, seed:int=0, source:str|Path|None=None,
+                     revision:str|None=None) -> list[TaskItem]:
+    ("`n` items of `task` that neither train (the first `n_train`) nor evaluate (the `n_eval` held out): what checks "
+     "and choices are measured on, so that Table 2's items are used once, for Table 2.")
+    if world == "tiny": return tiny_items(task, "validation", n, seed)
+    train, _ = load_items(world, task, 1, n_eval, seed, source, revision)   # the training pool in its order
+    pool = load_items(world, task, len(train), n_eval, seed, source, revision)[0] if len(train) > 1 else train
+    if len(pool) < n_train + n:
+        raise ValueError(f"{task}: {n:,} validation items asked for after {n_train:,} training items, but the source "
+                         f"has {len(pool):,} outside the held-out ones; lower the count or the training items")
+    return pool[-n:]
 
 # %% ../nbs/02_tasks.ipynb #c6ed2769
 def oracle_draws(n_oracle:int, per_item:int, available:int) -> tuple[int, int]:

@@ -112,6 +112,36 @@ def test_hf_generate_chat_uses_the_role_template(tok):
     assert stok.decode(ids).endswith("<|im_start|>user\n")
     assert sim.generate_chat([msgs], 6, temperature=0.0)[0].token_ids == sim.generate([ids], 6, temperature=0.0)[0].token_ids
 
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_traced_decoding_step_equals_the_eager_one_bit_for_bit(arch):
+    "Grouped-query attention, both lean architectures, rows stopping at different steps, an in-place weight update between calls, and the model released."
+    import gc, weakref
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from calirl.runtime import one_thread
+    Config, Model = {"qwen2": (Qwen2Config, Qwen2ForCausalLM), "llama": (LlamaConfig, LlamaForCausalLM)}[arch]
+    torch.manual_seed(0)
+    model = scramble(Model(Config(vocab_size=97, hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=6,
+                                  num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=arch == "qwen2")).eval())
+    prompts = [[(7 * i + j) % 90 + 3 for j in range(3 + i % 5)] for i in range(12)]
+    out = {}
+    with one_thread():
+        for traced in (False, True):
+            d = backends.LeanDecoder(model, traced=traced)
+            torch.manual_seed(2)
+            calls = [d.generate(prompts, 12, T, 1.0, [5, 11, 17], 0) for T in (1.0, 0.0)]
+            w0 = model.lm_head.weight.detach().clone()
+            with torch.no_grad(): model.lm_head.weight.mul_(1.01)        # an optimizer step: in place
+            calls.append(d.generate(prompts, 6, 1.0, 1.0, [5], 0))
+            with torch.no_grad(): model.lm_head.weight.copy_(w0)
+            out[traced] = [t for c in calls for t in c] + [t for e in d.cache.entries for t in e[1:]]
+    assert len(out[False]) == len(out[True]) > 6
+    assert all(torch.equal(a, b) for a, b in zip(out[False], out[True]))
+    assert model in backends._STEPS
+    ref = weakref.ref(model)
+    del model, d
+    gc.collect()
+    assert ref() is None and len(backends._STEPS) == 0                   # the trace does not keep its model alive
+
 def test_hf_empty_prompt_is_refused(backend):
     with pytest.raises(ValueError, match="at least one token"): backend.generate([[]], 4)
 
