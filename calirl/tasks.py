@@ -191,8 +191,8 @@ def validation_items(world:str, task:str, n:int, n_train:int, n_eval:int, seed:i
     ("`n` items of `task` that neither train (the first `n_train`) nor evaluate (the `n_eval` held out): what checks "
      "and choices are measured on, so that Table 2's items are used once, for Table 2.")
     if world == "tiny": return tiny_items(task, "validation", n, seed)
-    train, _ = load_items(world, task, 1, n_eval, seed, source, revision)   # the training pool in its order
-    pool = load_items(world, task, len(train), n_eval, seed, source, revision)[0] if len(train) > 1 else train
+    if world != "collabllm": raise ValueError(f"world must be 'tiny' or 'collabllm', got {world!r}")
+    pool = heldout_split(load_collabllm(task_source(source or "", task), task, revision=revision), n_eval)[0]   # the training pool, in its order
     if len(pool) < n_train + n:
         raise ValueError(f"{task}: {n:,} validation items asked for after {n_train:,} training items, but the source "
                          f"has {len(pool):,} outside the held-out ones; lower the count or the training items")
