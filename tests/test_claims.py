@@ -51,3 +51,29 @@ def test_claims_read_seed_level_intervals(tmp_path):
     assert v[key("Static Context − Base")] == "not reproduced"
     assert v[key("CollabLLM − Base")].startswith("inconclusive (1 training seed")
     assert (claims(tmp_path).verdict == "not run").sum() == 4                 # no theory, realism, DIAL or ablation tables: named, not guessed
+
+def _by_seed(naive, oracle):
+    return pd.DataFrame([dict(method=m, task="math-chat", train_seed=s, score=v) for m, vs in
+                         {"Naive Interactive": naive, "Oracle": oracle}.items() for s, v in enumerate(vs)])
+
+@pytest.mark.parametrize("regret_holds, naive, ask, want", [
+    (True, [60.0, 62.0, 61.0], 0.9, "reproduced"),                                            # every measured precondition holds
+    (False, [60.0, 62.0, 61.0], 0.9, "untestable here (failed: (a) regret transfer)"),
+    (True, [72.0, 71.0, 70.0], 0.9, "untestable here (failed: (b) naive training costs on the real user)"),   # Naive ≈ Oracle
+    (False, [60.0, 62.0, 61.0], 0.65, "untestable here (failed: (a) regret transfer; (d) headroom)"),
+])
+def test_a_failed_precondition_makes_the_claim_untestable(tmp_path, regret_holds, naive, ask, want):
+    "The same seeds (+5, +6, +7: reproduced by the interval rule) in worlds whose checks hold or fail."
+    m, lo, hi = seed_interval([5.0, 6.0, 7.0])
+    pd.DataFrame([dict(comparison="Calibrated Interactive − Naive Interactive", task="math-chat", diff=m, ci_low=lo, ci_high=hi,
+                       half_width=(hi - lo) / 2, seeds=3, per_seed="+5.0, +6.0, +7.0", paper_effect=np.nan, seeds_for_paper_effect=None)]
+                 ).to_csv(tmp_path / "table2_seed_paired.csv", index=False)
+    _by_seed(naive, [70.0, 71.0, 73.0]).to_csv(tmp_path / "table2_by_seed.csv", index=False)
+    pd.DataFrame([dict(task="math-chat", perfect_asker=ask)]).to_csv(tmp_path / "base_policy_checks.csv", index=False)
+    pd.DataFrame([dict(task="math-chat", naive_optimal="never asks", best_real="always asks", regret=30.0 if regret_holds else 0.0,
+                       regret_low=20.0 if regret_holds else 0.0, regret_high=40.0 if regret_holds else 0.0, holds=regret_holds)]
+                 ).to_csv(tmp_path / "regret_transfer.csv", index=False)
+    row = claims(tmp_path).set_index("evidence").loc["Calibrated Interactive − Naive Interactive, math-chat (×100)"]
+    assert row.verdict == want
+    assert "(c) the calibrated simulator is closer where training looks: `calibration_on_policy` not written by this run — not measured" in row.precondition
+    assert row.holm.startswith("p ") and "Holm" in row.holm

@@ -184,3 +184,30 @@ def _report(LMSimulator, HFBackend, build_tiny_model, train_tokenizer, world_cor
     assert r.loc["copy", "J_gap"] == 0 and r.loc["copy", "mauve"] == pytest.approx(1.0)
     assert r.loc["artifact", "sycophancy"] > 0 and math.isnan(r.loc["lm", "act_agreement"])
     assert df.attrs["n_live"][0] == len(its) and df.attrs["H"] == 2
+
+# --- regret transfer -----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def family_items(): return [it for t in TASKS for it in tiny_items(t, "validation", 80, seed=5)]
+
+def test_regret_transfer_is_zero_where_the_simulator_is_the_real_user(family_items):
+    S = R.family_scores(R.asking_family(), {"copy": scripted_human(), "real": scripted_human()}, family_items, 7, seed=5)
+    rt = R.regret_transfer(S, "copy", "real")
+    assert rt.regret.tolist() == [0.0, 0.0] and not rt.holds.any()
+    assert (rt.best_naive == rt.best_real).all()
+
+def test_regret_transfer_holds_where_only_copying_a_leak_pays(family_items):
+    "A simulator that volunteers the answer and deflects every question: on math-chat only the copier scores, and it cannot copy from the real user."
+    mute = artifact_simulator(leak=1.0, leak_what="answer", accept_wrong=0.0, deflect=1.0)
+    S = R.family_scores(R.asking_family(), {"mute": mute, "real": scripted_human()}, family_items, 7, seed=5)
+    J = S.groupby(["task", "policy", "user"]).score.mean()
+    assert J["math-chat", "copies a leaked answer", "mute"] == 1.0 and J["math-chat", "always asks", "mute"] < 0.2
+    m = R.regret_transfer(S, "mute", "real").set_index("task").loc["math-chat"]
+    assert m.naive_optimal == "copies a leaked answer" and m.holds and m.regret_low > 30
+
+def test_the_naive_optimum_is_read_benignly():
+    "Two members the naive simulator rates alike: the one the real user prefers stands for the naive optimum, so no regret."
+    rows = [dict(policy=p, user=u, task="math-chat", item_id=f"i{k}", score=s) for k in range(40)
+            for p, u, s in [("a", "naive", 1.0), ("b", "naive", 1.0), ("a", "real", 0.2), ("b", "real", 0.9)]]
+    rt = R.regret_transfer(__import__("pandas").DataFrame(rows), "naive", "real").iloc[0]
+    assert (rt.naive_optimal, rt.best_naive, rt.best_real, rt.regret, rt.holds) == ("a, b", "b", "b", 0.0, False)
