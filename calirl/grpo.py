@@ -438,6 +438,8 @@ def episode_metrics(items:dict[str, TaskItem], R:list, item_id:list, messages:li
            "episode/policy_issue": _mean([bool(x) for x in issues]),
            "probe/leak": _mean([f["leak"] for f in won]), "probe/accept_wrong": _mean([f["accept_wrong"] for f in won]),
            "probe/accept_wrong_all": _mean([f["accept_wrong"] for f in flags])}
+    for task in sorted({items[i].task for i in item_id}):                # per task as well: a step may mix both
+        out[f"probe/accept_wrong_all/{task}"] = _mean([f["accept_wrong"] for f, i in zip(flags, item_id) if items[i].task == task])
     for why in ("terminated", "max_rounds", "context_overflow", "user_ended_at_open", "policy_truncated"):
         out[f"termination/{why}"] = _mean([t == why for t in termination])
     return out

@@ -488,7 +488,7 @@ def _cost_pre(by_seed, task:str) -> Precondition:
 
 def _onpolicy_pre(cal, tasks:list[str]) -> Precondition:
     name = "(c) the calibrated simulator is closer where training looks"
-    c = cal[cal.task.isin(tasks)] if cal is not None else None
+    c = cal[cal.task.isin(tasks) & (cal.role == "simulator" if "role" in cal else True)] if cal is not None else None   # not the real user's re-run
     if c is None or c.empty or "sft-simulator" not in set(c.user): return missing_pre(name, "calibration_on_policy")
     naive = next(u for u in c.user.unique() if not u.startswith(("sft", "dial")))
     m = c.groupby("user")[["delta_mean", "J_gap"]].mean()
