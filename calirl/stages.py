@@ -232,6 +232,14 @@ RESULTS_STAGES = [   # evaluation, case studies, validity, ablation, the report
           makes={"eval_results": "eval/results.parquet", "eval_transcripts": "eval/transcripts.parquet"},
           summary="every policy against the evaluation user, 3 seeds; Table 2 (Markdown + CSV, paper numbers beside), bars, "
                   "turns to success"),
+    Stage("10a_calibration_on_policy", "Thm 3.2, §4.1–4.2", "calirl.calibration", runs_on="gpu", worlds=("tiny",),
+          needs=("04c_base_policy", "06_simulator_sft", "07_dial", "09_grpo", "09b_grpo_calibrated"),   # the base, the simulators, the trained policies and their logs
+          refuses_because="its δ̂, accept and reveal readings are the tiny world's text rules over scripted users' items, and its "
+                          "common-random-numbers check needs a seeded real user",
+          summary="each simulator against the real user where each policy's conversations go: the base and every trained "
+                  "interactive policy of Table 2 (every training seed), per task on validation items — δ̂_t on the policy's own "
+                  "histories with the real user, |J_real − J_sim|, accept-wrong, right reveals (`calibration_on_policy.md`) — "
+                  "beside 09's pooled in-training accept-wrong probe (`calibration_on_policy_probes.md`)"),
     Stage("11_case_studies", "App. F", "calirl.cases", needs=("10_evaluate",),
           summary="improved cases counted, behaviour patterns from transcripts, side-by-side transcripts"),
     Stage("12_validity", "DIAL §4.3.2, §4.3.4, §5.2, App. B.4–B.6", "calirl.validity", runs_on="gpu",

@@ -47,8 +47,8 @@ def test_dry_run_paper_prints_plan_and_runs_nothing(project):
         assert f" {k}={getattr(paper, k)}," in settings, (k, settings)
     assert r.stdout.split("] 09_grpo ")[1].splitlines()[1].strip() == "reads: not recorded yet (fingerprinted by every key)"
     assert "estimated total of the notebooks to run:" in r.stdout and "GPU-hours" in r.stdout   # a GPU profile gets a cost estimate
-    assert r.stdout.count("runs only in world = tiny") == 2                    # 12 and 13 are refused outside the tiny world
-    assert f"{len(list((project / 'nbs').glob('[0-9]*.ipynb'))) - 2} notebook(s) to run, 0 up to date" in r.stdout
+    assert r.stdout.count("runs only in world = tiny") == 3                    # 10a, 12 and 13 are refused outside the tiny world
+    assert f"{len(list((project / 'nbs').glob('[0-9]*.ipynb'))) - 3} notebook(s) to run, 0 up to date" in r.stdout
     assert not (project / "runs" / "paper").exists()
 
 def test_bad_inputs_get_one_clear_error(project, tmp_path):

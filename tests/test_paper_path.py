@@ -17,7 +17,7 @@ def test_paper_mini_runs_every_notebook_and_fills_table_2(paper_mini_reproductio
     proj, r = paper_mini_reproduction
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     refused = {s.name: s.why for s in make_plan(proj, "paper-mini")[1] if s.action == "skip"}
-    assert sorted(refused) == ["12_validity", "13_ablation"]                 # bound to the tiny world, each with its reason
+    assert sorted(refused) == ["10a_calibration_on_policy", "12_validity", "13_ablation"]   # bound to the tiny world, each with its reason
     assert all(re.fullmatch(rf"{n} runs only in world = tiny: \S.+", w) for n, w in refused.items()), refused
     t2 = pd.read_csv(proj / "figures" / "paper-mini" / "table2.csv")
     assert set(t2.method) == {"Base", "CollabLLM", "Static Context", "Naive Interactive", "Calibrated Interactive", "Calibrated + DIAL", "Oracle"}
