@@ -351,6 +351,7 @@ def weights_view(model, ws:tuple):
         return ns
     return view(model, "")
 
+# %% ../nbs/04a_backends.ipynb #7a3ad50a
 _STEPS = weakref.WeakKeyDictionary()      # model → its traced decoding step
 
 def lean_step(dec:LeanDecoder):
