@@ -598,6 +598,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'calirl.report._dial_sim_pre': ('report.html#_dial_sim_pre', 'calirl/report.py'),
                                'calirl.report._fall': ('report.html#_fall', 'calirl/report.py'),
                                'calirl.report._floor_pre': ('report.html#_floor_pre', 'calirl/report.py'),
+                               'calirl.report._has': ('report.html#_has', 'calirl/report.py'),
                                'calirl.report._headroom_pre': ('report.html#_headroom_pre', 'calirl/report.py'),
                                'calirl.report._holm_column': ('report.html#_holm_column', 'calirl/report.py'),
                                'calirl.report._injected': ('report.html#_injected', 'calirl/report.py'),

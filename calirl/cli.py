@@ -51,7 +51,7 @@ def _add_bench(sub) -> None:
     "`calirl bench`: the benchmarks and their sizes."
     b = sub.add_parser("bench", help="benchmarks (prints figures, last line JSON)")
     b.add_argument("what", choices=["rollout", "grpo-step", "sft-step"], help="rollout: batched vs one-at-a-time multi-turn rollouts, "
-                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean vs lean with length-sorted chunks; "
+                   "on generate and on the lean decoder; grpo-step: seconds per multi-turn GRPO step, generate vs lean vs lean with length-sorted chunks vs that with two updates per rollout batch; "
                    "sft-step: seconds per SFT step and held-out loss: random order, length-grouped batches, two data-parallel processes, two threads, "
                    "micro-batches")
     b.add_argument("--n", type=positive_int, help="rollout: conversations (default 64); grpo-step: prompts per step (default 4); "

@@ -517,14 +517,16 @@ def grpo_config(out_dir:str|Path, steps:int, settings:GRPOSettings, save_steps:i
         if not cuda: raise ValueError(f"rollout_backend = vllm needs a CUDA device (device = {s.device!r}); use rollout_backend = hf on CPU")
         if max_len is None: raise ValueError("rollout_backend = vllm sizes vLLM's context from the per-task context limits: pass max_len")
         kw = {**vllm_kwargs(s, max_len, vllm_gpu_memory_utilization, vllm_enable_sleep_mode), **kw}
-    per_device, accumulation = micro_batches(s.grpo_batch, s.micro_batch, int(os.environ.get("WORLD_SIZE", "1")))
-    return GRPOConfig(output_dir=str(out_dir), max_steps=steps, num_generations=s.G, per_device_train_batch_size=per_device,
-                      gradient_accumulation_steps=accumulation, steps_per_generation=accumulation, learning_rate=s.grpo_lr, lr_scheduler_type="constant",
+    k = s.grpo_updates                                           # optimizer updates per rollout batch, each on its own mini-batch
+    if s.grpo_batch % k: raise ValueError(f"grpo_batch = {s.grpo_batch} does not split into grpo_updates = {k} equal mini-batches")
+    per_device, accumulation = micro_batches(s.grpo_batch // k, s.micro_batch, int(os.environ.get("WORLD_SIZE", "1")))
+    return GRPOConfig(output_dir=str(out_dir), max_steps=steps * k, num_generations=s.G, per_device_train_batch_size=per_device,
+                      gradient_accumulation_steps=accumulation, steps_per_generation=accumulation * k, learning_rate=s.grpo_lr, lr_scheduler_type="constant",
                       warmup_steps=0, adam_beta1=s.adam_beta1, adam_beta2=s.adam_beta2, weight_decay=0.0, max_grad_norm=1.0,
                       epsilon=s.eps_low, epsilon_high=s.eps_high, beta=s.kl_beta, loss_type="dapo", scale_rewards="group",
                       temperature=s.train_temperature, top_p=1.0, max_completion_length=s.max_new_tokens, shuffle_dataset=False,
                       **precision_args("cuda" if cuda else "cpu", s.dtype), seed=s.seed, data_seed=s.seed,   # autocast at `dtype`; the weights train in float32
-                      logging_steps=1, save_strategy="steps", save_steps=save_steps or max(1, steps // 10), save_total_limit=1,
+                      logging_steps=1, save_strategy="steps", save_steps=(save_steps or max(1, steps // 10)) * k, save_total_limit=1,
                       dataloader_num_workers=0, **{"report_to": "none", **kw})
 
 # %% ../nbs/09_grpo.ipynb #fab10f77
@@ -612,8 +614,16 @@ def train_grpo(model, tok, rows:list[dict], reward_fn:Callable, cfg, rollout_fun
 
 # %% ../nbs/09_grpo.ipynb #9eb60f2c
 def step_log(trainer) -> list[dict]:
-    "The trainer's per-step log (one dict per optimizer step)."
-    return [dict(h) for h in trainer.state.log_history if "step" in h and "reward" in h]
+    ("The trainer's log, one dict per rollout batch (the optimizer step that generated it); with several updates per "
+     "batch (`grpo_updates`), its clip fractions are the mean over those updates.")
+    out, n = [], 0
+    for h in trainer.state.log_history:
+        if "step" not in h: continue
+        if "reward" in h: out.append(dict(h)); n = 1                  # a step that generated its rollouts
+        elif out and (clip := {k: v for k, v in h.items() if k.startswith("clip_ratio")}):
+            out[-1].update({k: (out[-1].get(k, 0.0) * n + v) / (n + 1) for k, v in clip.items()})
+            n += 1
+    return out
 
 # %% ../nbs/09_grpo.ipynb #7ed4141a
 def interleave(rows:list[dict], key:str="task", seed:int=0) -> list[dict]:
@@ -837,7 +847,7 @@ BENCH_PHASES = ("generation", "rollout", "scoring", "forward", "backward", "trai
 
 def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOSettings, H:int, max_len:PerTask,
                 pass_repeats:int=3) -> dict:
-    "Seconds per step after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine` (`settings.grpo_chunk`: `use_length_chunks`), and `_pass_seconds` of the last step's batch."
+    "Seconds per step (a rollout batch and its `grpo_updates` updates) after the first, and per-phase seconds per step, of `steps` GRPO steps with rollouts on `engine` (`settings.grpo_chunk`: `use_length_chunks`), and `_pass_seconds` of the last step's batch."
     import os
     from calirl.runtime import PHASES
     from calirl.users import scripted_human
@@ -851,8 +861,9 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     from transformers import TrainerCallback
     cb = type("Mark", (TrainerCallback,), {"on_step_end": lambda self, *a, **k: mark()})()
     tr = train_grpo(model, tok, rows, transcript_reward(items), cfg, rollout_func=rf, resume=False, callbacks=[cb], chunk=settings.grpo_chunk)
-    (t0, p0), (t1, p1) = marks[0], marks[-1]
-    n = len(marks) - 1
+    ends = marks[settings.grpo_updates - 1::settings.grpo_updates]              # the end of each rollout batch's last update
+    (t0, p0), (t1, p1) = ends[0], ends[-1]
+    n = len(ends) - 1
     turns = [h["episode/turns"] for h in step_log(tr)[1:] if "episode/turns" in h]
     ct = getattr(tr, "chunk_tokens", None)
     shares = dict(real_share_padded=ct["real"] / ct["padded"], real_share_chunked=ct["real"] / ct["chunked"]) if ct and ct["padded"] else {}
@@ -901,6 +912,8 @@ def _bench_report(runs:dict[str, list[dict]], out:dict, chunk:int, log=print) ->
     out["speedup"] = out["step_s_generate"] / out["step_s_lean"]
     out["speedup_chunked"] = out["step_s_generate"] / out["step_s_chunked"]
     log(f"GRPO step: lean {out['speedup']:.1f}x, lean with length-sorted chunks of {chunk} {out['speedup_chunked']:.1f}x faster than generate")
+    out["two_updates_cost"] = out["step_s_two_updates"] / out["step_s_chunked"]
+    log(f"two updates per rollout batch (grpo_updates = 2): {out['two_updates_cost']:.2f}x the seconds per batch of one")
     return out
 
 # %% ../nbs/09_grpo.ipynb #70a30b03
@@ -921,13 +934,13 @@ def bench_grpo_step(prof:Profile, steps:int=5, prompts:int=4, hidden:int=128, la
     max_len = PerTask("max_len", 512, 512)
     before = os.environ.get("CALIRL_DECODER")
     out = dict(steps=steps, G=G, prompts=prompts, H=H, max_new_tokens=max_new_tokens, sft_conversations=sft_conversations, warmup_epochs=warmup_epochs, chunk=chunk, repeats=repeats, pass_repeats=pass_repeats)
-    setups = {"generate": ("generate", 0), "lean": ("lean", 0), "chunked": ("lean", chunk)}
-    def run(name:str, engine:str, c:int) -> dict:
-        with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, settings.changed(grpo_chunk=c), H, max_len, pass_repeats)   # as a GRPO variant's worker runs
+    setups = {"generate": ("generate", 0, 1), "lean": ("lean", 0, 1), "chunked": ("lean", chunk, 1), "two_updates": ("lean", chunk, 2)}
+    def run(name:str, engine:str, c:int, k:int) -> dict:
+        with one_thread(): r = _grpo_steps(engine, steps, str(model_dir), items, settings.changed(grpo_chunk=c, grpo_updates=k), H, max_len, pass_repeats)   # as a GRPO variant's worker runs
         log(f"{name:>9}: {r['step_s']:.2f} s per step, of which decoding {r['generation_s']:.2f}, forward + backward {r['forward_s'] + r['backward_s']:.2f}")
         return r
     try:
-        runs = interleaved({name: (lambda name=name, e=e, c=c: run(name, e, c)) for name, (e, c) in setups.items()}, repeats)
+        runs = interleaved({name: (lambda name=name, e=e, c=c, k=k: run(name, e, c, k)) for name, (e, c, k) in setups.items()}, repeats)
     finally:
         if before is None: os.environ.pop("CALIRL_DECODER", None)
         else: os.environ["CALIRL_DECODER"] = before

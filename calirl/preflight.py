@@ -212,11 +212,13 @@ def visible_gpus() -> list[dict]:
 # %% ../nbs/00g_preflight.ipynb #7abccac0
 def batch_checks(prof:Profile, procs:int) -> list[Check]:
     "Whether each trainer's batch splits over `procs` processes: GRPO's, SFT's and DIAL's DPO's."
-    out, per = [], prof.micro_batch or prof.grpo_batch // max(procs, 1)
-    if per < 1 or prof.grpo_batch % (per * procs):
-        out.append(Check("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} is not micro_batch "
-                                                          f"({per}) × processes ({procs}) × a whole "
-                           f"number of accumulation steps; use processes dividing {prof.grpo_batch // max(prof.micro_batch, 1):,}, or another micro_batch"))
+    k = prof.grpo_updates                                    # each update takes its own mini-batch of the rollout batch
+    mini = prof.grpo_batch // k
+    out, per = [], prof.micro_batch or mini // max(procs, 1)
+    if prof.grpo_batch % k or per < 1 or mini % (per * procs):
+        out.append(Check("layout", "fail", "processes", f"grpo_batch = {prof.grpo_batch:,} in grpo_updates = {k} mini-batch{'es' if k > 1 else ''} "
+                                                          f"of {mini:,} is not micro_batch ({per}) × processes ({procs}) × a whole "
+                           f"number of accumulation steps; use processes dividing {mini // max(prof.micro_batch, 1):,}, or another micro_batch"))
     for key, b in (("sft_batch_size", prof.sft_batch_size), ("sft_batch_size", min(prof.sft_batch_size, 16))):
         if b % procs or (b // procs) % prof.sft_micro_batches:
             out.append(Check("layout", "fail", key, f"a batch of {b} (SFT; DIAL's DPO takes min(sft_batch_size, 16)) "

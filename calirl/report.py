@@ -467,13 +467,17 @@ def gated_verdict(verdict:str, pre:list[Precondition]) -> str:
     return f"untestable here (failed: {'; '.join(failed)})" if failed else verdict
 
 def missing_pre(name:str, table:str) -> Precondition:
-    "A precondition whose table the run did not write."
+    "A precondition whose table the run did not write (or wrote without the columns it needs)."
     return Precondition(name, f"`{table}` not written by this run", None)
+
+def _has(df, *cols:str) -> bool:
+    "Whether table `df` exists, has rows and has every column of `cols` (another world's notebooks write other columns)."
+    return df is not None and len(df) > 0 and set(cols) <= set(df.columns)
 
 # %% ../nbs/14_report.ipynb #7899bc78
 def _regret_pre(rt, tasks:list[str]) -> Precondition:
     name = "(a) regret transfer"
-    r = rt[rt.task.isin(tasks)] if rt is not None else None
+    r = rt[rt.task.isin(tasks)] if _has(rt, "task", "regret", "regret_low", "regret_high", "holds", "naive_optimal", "best_real") else None
     if r is None or r.empty: return missing_pre(name, "regret_transfer")
     return Precondition(name, "; ".join(f"{x.task}: regret {x.regret:+.1f} [{x.regret_low:+.1f}, {x.regret_high:+.1f}] (naive optimum: {x.naive_optimal}; "
                                         f"real: {x.best_real})" for x in r.itertuples()), bool(r.holds.any()))
@@ -481,14 +485,14 @@ def _regret_pre(rt, tasks:list[str]) -> Precondition:
 def _cost_pre(by_seed, task:str) -> Precondition:
     from calirl.evaluate import seed_differences
     name = "(b) naive training costs on the real user"
-    if by_seed is None or not {"Naive Interactive", "Oracle"} <= set(by_seed.method): return missing_pre(name, "table2_by_seed")
+    if not _has(by_seed, "method", "task", "train_seed", "score") or not {"Naive Interactive", "Oracle"} <= set(by_seed.method): return missing_pre(name, "table2_by_seed")
     d = seed_differences(by_seed, "Naive Interactive", "Oracle", task).to_numpy()
     m, lo, hi = seed_interval(d)
     return Precondition(name, f"Naive − Oracle {m:+.1f} [{lo:+.1f}, {hi:+.1f}] over {len(d)} seeds", bool(hi < 0) if np.isfinite(hi) else None)
 
 def _onpolicy_pre(cal, tasks:list[str]) -> Precondition:
     name = "(c) the calibrated simulator is closer where training looks"
-    c = cal[cal.task.isin(tasks) & (cal.role == "simulator" if "role" in cal else True)] if cal is not None else None   # not the real user's re-run
+    c = cal[cal.task.isin(tasks) & (cal.role == "simulator" if "role" in cal else True)] if _has(cal, "task", "user", "policy", "delta_mean", "J_gap") else None   # not the real user's re-run
     if c is None or c.empty or "sft-simulator" not in set(c.user): return missing_pre(name, "calibration_on_policy")
     naive = next(u for u in c.user.unique() if not u.startswith(("sft", "dial")))
     m = c.groupby("user")[["delta_mean", "J_gap"]].mean()
@@ -498,7 +502,8 @@ def _onpolicy_pre(cal, tasks:list[str]) -> Precondition:
 
 def _headroom_pre(bp, by_seed, task:str) -> Precondition:
     name = "(d) headroom"
-    if bp is None or by_seed is None or "Naive Interactive" not in set(by_seed.method): return missing_pre(name, "base_policy_checks")
+    if not _has(bp, "task", "perfect_asker") or not _has(by_seed, "method", "task", "score") or "Naive Interactive" not in set(by_seed.method):
+        return missing_pre(name, "base_policy_checks")
     tasks = list(bp.task) if task == "average" else [task]
     ask = 100 * bp[bp.task.isin(tasks)].perfect_asker.mean()
     naive = by_seed[(by_seed.method == "Naive Interactive") & (by_seed.task == task)].score.mean()
@@ -507,27 +512,27 @@ def _headroom_pre(bp, by_seed, task:str) -> Precondition:
 # %% ../nbs/14_report.ipynb #02d84f4e
 def _static_pre(gs) -> Precondition:
     name = "a question can earn reward in Static Context"
-    if gs is None or "static" not in set(gs.variant): return missing_pre(name, "grpo_training_summary")
+    if not _has(gs, "variant", "episode/turns (last)") or "static" not in set(gs.variant): return missing_pre(name, "grpo_training_summary")
     turns = float(gs.set_index("variant").loc["static", "episode/turns (last)"])
     why = ": each turn is scored alone, so a question earns 0 and the comparison tests that reward design" if turns <= 1 else ""
     return Precondition(name, f"its episodes last {turns:.2f} turn{'s' if turns != 1 else ''}{why}", bool(turns > 1))
 
 def _pair_pre(pc) -> Precondition:
     name = "CollabLLM's reward ranks pairs as the real user does"
-    if pc is None or pc.empty: return missing_pre(name, "collabllm_pair_check")
+    if not _has(pc, "win_rate", "lo", "hi", "scored", "min_pair_win", "passed"): return missing_pre(name, "collabllm_pair_check")
     r = pc.iloc[0]
     return Precondition(name, f"the chosen reply wins {r.win_rate:.3f} [{r.lo:.3f}, {r.hi:.3f}] of {int(r.scored)} pairs (needs ≥ {r.min_pair_win:g})", bool(r.passed))
 
 def _dial_sim_pre(r) -> Precondition:
     name = "DIAL's simulator is no further from the real user"
-    dial = sorted((u for u in (r.user if r is not None else []) if u.startswith("dial-it")), key=lambda u: int(u[7:]))
+    dial = sorted((u for u in (r.user if _has(r, "user", "J_gap") else []) if u.startswith("dial-it")), key=lambda u: int(u[7:]))
     if not dial or "sft-simulator" not in set(r.user): return missing_pre(name, "realism")
     g = r.set_index("user").J_gap
     return Precondition(name, f"return gap {dial[-1]} {g[dial[-1]]:.3f} vs Phase I {g['sft-simulator']:.3f}", bool(g[dial[-1]] <= g["sft-simulator"]))
 
 def _floor_pre(r) -> Precondition:
     name = "δ̂ can tell simulators apart"
-    if r is None or r.empty or "artifact-simulator" not in set(r.user): return missing_pre(name, "realism")
+    if not _has(r, "user", "delta_mean") or "artifact-simulator" not in set(r.user): return missing_pre(name, "realism")
     floor, naive = float(r.delta_mean.iloc[0]), float(r.set_index("user").loc["artifact-simulator", "delta_mean"])   # `realism_report`'s first row: the real user re-run
     return Precondition(name, f"noise floor ({r.user.iloc[0]} re-run) {floor:.3f} vs naive simulator {naive:.3f}", bool(floor < naive))
 

@@ -235,6 +235,9 @@ class GRPOKeys(Checked):
     eps_low: float = _key("lower clip range ε_low (paper: 0.2)", lo=0, hi=1)
     eps_high: float = _key("upper clip range ε_high (paper: 0.28)", lo=0, hi=1)
     kl_beta: float = _key("KL coefficient β (paper: 0)", lo=0)
+    grpo_updates: int = _key("optimizer updates per rollout batch: the batch split into this many shuffled mini-batches, one "
+                             "update each (1: one update, every probability ratio 1 and the clip inert; the paper does not "
+                             "state it, but its β = 0, 'relying on clipping for stability', needs more than one)", lo=1, hi=1024)
     vllm_is_mode: str = _key("rollout_backend = vllm: TRL's correction for vLLM sampling with other log-probs than the "
                              "trainer computes "
                              "(ratio ρ = π_train/π_vLLM, bound C_max = 3): sequence_mask drops an episode whose ρ is "
@@ -475,7 +478,7 @@ def profile_view(keys:tuple[str, ...]):
     return make
 
 # %% ../nbs/00_core.ipynb #313c7623
-GRPO_KEYS = ("G", "grpo_batch", "grpo_lr", "adam_beta1", "adam_beta2", "eps_low", "eps_high", "kl_beta", "train_temperature",
+GRPO_KEYS = ("G", "grpo_batch", "grpo_lr", "adam_beta1", "adam_beta2", "eps_low", "eps_high", "kl_beta", "grpo_updates", "train_temperature",
              "max_new_tokens", "seed", "device", "dtype", "rollout_backend", "policy_prompt", "micro_batch", "grpo_chunk", "vllm_is_mode")
 
 @profile_view(GRPO_KEYS)

@@ -44,7 +44,7 @@ def test_grpo_steps_with_rollouts_on_the_device(saved, device, tmp_path):
     from calirl.models import load_model
     from calirl.users import artifact_simulator
     policy, _, items = saved
-    s = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
+    s = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0, grpo_updates=1,
                      train_temperature=1.0, max_new_tokens=8, seed=0, device=device, dtype=_dtype(device), rollout_backend="hf",
                      policy_prompt="plain", micro_batch=0, grpo_chunk=0, vllm_is_mode="sequence_mask")
     model, tok = load_model(policy, device=device, dtype=s.dtype)

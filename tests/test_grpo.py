@@ -14,7 +14,7 @@ torch.set_num_threads(1)   # tiny models: one thread is as fast, and more thread
 from conftest import ROOT  # noqa: F401  (sets the offline environment)
 from calirl.settings import GRPOSettings, PerTask
 
-SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0,
+SETTINGS = GRPOSettings(G=2, grpo_batch=4, grpo_lr=1e-3, adam_beta1=0.9, adam_beta2=0.98, eps_low=0.2, eps_high=0.28, kl_beta=0.0, grpo_updates=1,
                         train_temperature=1.0, max_new_tokens=8, seed=0, device="cpu", dtype="float32", rollout_backend="hf",
                         policy_prompt="plain", micro_batch=0, grpo_chunk=0, vllm_is_mode="sequence_mask")
 
@@ -151,11 +151,33 @@ def test_micro_batches_give_the_same_update(tiny, tmp_path):
         rf = lambda prompts, trainer: (calls.append(len(prompts)), inner(prompts, trainer))[1]
         tr = train_grpo(copy.deepcopy(model), tok, rows, varied, cfg, rollout_func=rf)
         assert calls == [SETTINGS.grpo_batch] and len(step_log(tr)) == 1, calls     # generated once, for the whole batch
+        assert step_log(tr)[0]["clip_ratio/region_mean"] == 0.0                    # one update per batch: every ratio is 1, nothing clipped
         out[micro] = tr.model
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), out[0].parameters()))   # the step did move the policy
     for a, b in zip(out[0].parameters(), out[2].parameters()):
         assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
 
+
+def test_several_updates_per_rollout_batch_make_the_clip_act(tiny, tmp_path):
+    """`grpo_updates = 2`: each rollout batch is generated once and split into two mini-batches, one optimizer step
+    each; the second step's probability ratios have left 1, so the clip can act, and the log keeps one entry per batch."""
+    import copy
+    from calirl.grpo import grpo_config, interactive_rollout_func, interleave, step_log, train_grpo
+    from calirl.users import artifact_simulator
+    model, tok, items = tiny
+    s = SETTINGS.changed(grpo_updates=2, grpo_lr=3e-2)                  # a large step, so that the second update sees it
+    cfg = grpo_config(tmp_path / "u2", 2, s, save_steps=1)
+    assert (cfg.max_steps, cfg.steps_per_generation, cfg.gradient_accumulation_steps, cfg.per_device_train_batch_size) == (4, 2, 1, 2)
+    rows = interleave([{"prompt": i, "task": it.task} for i, it in items.items()], seed=0)
+    calls = []
+    inner = interactive_rollout_func(artifact_simulator(), items, tok, 2, s, PerTask("max_len", 256, 256))
+    rf = lambda prompts, trainer: (calls.append(len(prompts)), inner(prompts, trainer))[1]
+    tr = train_grpo(copy.deepcopy(model), tok, rows, varied, cfg, rollout_func=rf)
+    assert calls == [SETTINGS.grpo_batch] * 2 and tr.state.global_step == 4   # two batches, two updates each
+    log = step_log(tr)
+    assert len(log) == 2 and all("clip_ratio/region_mean" in h for h in log)
+    assert any(h["clip_ratio/region_mean"] > 0 for h in log), log           # the second update's ratios left 1 and were clipped
+    with pytest.raises(ValueError, match="does not split into grpo_updates = 3"): grpo_config(tmp_path / "u3", 1, SETTINGS.changed(grpo_updates=3))
 
 def test_variant_trains_over_two_launched_processes(tiny, tmp_path):
     """`processes` > 1: a GRPO variant is trained by `accelerate launch` in two processes (two CPU processes over gloo

@@ -58,7 +58,7 @@ def test_a_batch_that_does_not_split_over_the_processes_is_refused(endpoint):
     got = _refusals(calirl("reproduce", "--profile", "paper", "--dry-run", *CPU, "-p", f"openai_base_url={url}", "-p", "processes=3",
                            "--root", ROOT, cwd=ROOT))
     assert set(got) == {"processes", "sft_batch_size"}, got                  # 8,192 rollouts ≠ 16 × 3 × k; 32 conversations ≠ 3 × k
-    assert "grpo_batch = 8,192 is not micro_batch (16) × processes (3)" in got["processes"], got
+    assert "grpo_batch = 8,192 in grpo_updates = 2 mini-batches of 4,096 is not micro_batch (16) × processes (3)" in got["processes"], got
 
 def test_the_shipped_constraints_are_the_preflights_version_set():
     from calirl.preflight import PAPER_VERSIONS
