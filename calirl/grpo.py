@@ -890,6 +890,7 @@ def _bench_policy(tok, H:int, hidden:int, layers:int, sft_conversations:int, war
                                  threads=trainer_threads(0, "cpu"))
     return save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
 
+# %% ../nbs/09_grpo.ipynb #1a5584e9
 def _bench_report(runs:dict[str, list[dict]], out:dict, chunk:int, log=print) -> dict:
     "`out` with the medians of each setup's `runs` and the speed-ups over `generate`, each logged."
     from calirl.runtime import median_of

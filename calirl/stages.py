@@ -184,7 +184,8 @@ SIMULATOR_STAGES = [   # rollouts, Phase I, DIAL and the realism report
           summary="entropy, MATTR, distinct-n, MAUVE (offline MiniLM features, mean ± std over k-means seeds), LSM, "
                   "sycophancy/leak probes, right reveals, empirical δ̂_t and the bound it implies; whether the SFT "
                   "simulator meets its calibration targets (`simulator_calibration.md`); δ̂ and return-gap differences "
-                  "between simulators with paired bootstrap CIs (`realism_comparison.md`)"),
+                  "between simulators with paired bootstrap CIs (`realism_comparison.md`); regret transfer: whether the naive "
+                  "simulator's best of a fixed family of askers loses on the real user (`regret_transfer.md`)"),
 ]
 
 # %% ../nbs/00f_stages.ipynb #aca30269
@@ -262,8 +263,8 @@ RESULTS_STAGES = [   # evaluation, case studies, validity, ablation, the report
                   "the SFT and DIAL simulators, with the reward from the judge or from the simulator's verdict; gap vs δ̂ "
                   "against Theorem 3.2's bound; dose–response"),
     Stage("14_report", "", "calirl.report", needs=("*",),   # every notebook before it
-          summary="the run report a reader opens first, `figures/<profile>/report.md`: the papers' claims with a verdict "
-                  "each (`claims.md`), Table 2 and its paired differences with 95 % CIs, the key figures, time per "
+          summary="the run report a reader opens first, `figures/<profile>/report.md`: the papers' claims with a verdict, "
+                  "the preconditions the world must meet for it, and a Holm adjustment each (`claims.md`), Table 2 and its paired differences with 95 % CIs, the key figures, time per "
                   "notebook, the profile's keys exactly as the notebooks received them, the commit and the stack's versions"),
 ]
 
