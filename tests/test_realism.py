@@ -3,6 +3,7 @@ users' own labels and state, the behavioural probes at their knobs, and δ̂ at 
 # tolerances: float64 closed forms (rounding ≲ 1e-13) at 1e-12 or approx's default; the resampled LSM (10^7 draws) at 1e-3
 import math, random
 import numpy as np
+import pandas as pd
 import pytest
 from calirl.tasks import TASKS, tiny_items
 from calirl.users import ARTIFACT, artifact_simulator, scripted_human
@@ -209,5 +210,5 @@ def test_the_naive_optimum_is_read_benignly():
     "Two members the naive simulator rates alike: the one the real user prefers stands for the naive optimum, so no regret."
     rows = [dict(policy=p, user=u, task="math-chat", item_id=f"i{k}", score=s) for k in range(40)
             for p, u, s in [("a", "naive", 1.0), ("b", "naive", 1.0), ("a", "real", 0.2), ("b", "real", 0.9)]]
-    rt = R.regret_transfer(__import__("pandas").DataFrame(rows), "naive", "real").iloc[0]
+    rt = R.regret_transfer(pd.DataFrame(rows), "naive", "real").iloc[0]
     assert (rt.naive_optimal, rt.best_naive, rt.best_real, rt.regret, rt.holds) == ("a, b", "b", "b", 0.0, False)
