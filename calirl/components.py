@@ -7,16 +7,17 @@ paths, and no notebook branches on the world to pick one."""
 
 # %% auto #0
 __all__ = ['BACKENDS', 'USER_MODELS', 'JUDGES', 'ROLES', 'JUDGE_KEYS', 'SERVE_KEYS', 'ComponentError', 'unknown',
-           'generation_backend', 'build_scripted_human', 'build_artifact_simulator', 'task_models',
-           'build_lm_simulator', 'ChatGenerate', 'build_prompted', 'make_user', 'build_verifier', 'build_llm_judge',
-           'make_judge', 'read_keys', 'user_spec', 'user_for', 'judge_spec', 'judge_for', 'endpoint_for']
+           'generation_backend', 'build_scripted_human', 'build_naive_simulator', 'build_artifact_simulator',
+           'task_models', 'build_lm_simulator', 'ChatGenerate', 'build_prompted', 'make_user', 'build_verifier',
+           'build_llm_judge', 'make_judge', 'read_keys', 'user_spec', 'user_for', 'judge_spec', 'judge_for',
+           'endpoint_for']
 
 # %% ../nbs/05a_components.ipynb #5228319b
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from .backends import Backend, HFBackend, OpenAIBackend, VLLMBackend, served_sampling
-from .users import ARTIFACT, HUMAN, PromptedSimulator, ScriptedUser, UserKnobs
+from .users import ARTIFACT, HUMAN, NAIVE, PromptedSimulator, ScriptedUser, UserKnobs
 from .rollout import ByTask, LMSimulator
 from .tasks import TASKS
 from .artifacts import folder_source
@@ -64,6 +65,10 @@ def _knobs(base:UserKnobs, knobs:dict) -> UserKnobs:
 def build_scripted_human(name:str="scripted-human", cache:dict|None=None, **knobs) -> ScriptedUser:
     "The scripted human (knobs `HUMAN`, any overridden)."
     return ScriptedUser(_knobs(HUMAN, knobs), name)
+
+def build_naive_simulator(name:str="naive-simulator", cache:dict|None=None, **knobs) -> ScriptedUser:
+    "The naive simulator (knobs `NAIVE`, any overridden)."
+    return ScriptedUser(_knobs(NAIVE, knobs), name)
 
 def build_artifact_simulator(name:str="artifact-simulator", cache:dict|None=None, **knobs) -> ScriptedUser:
     "The artifact simulator (knobs `ARTIFACT`, any overridden)."
@@ -114,7 +119,7 @@ def build_prompted(model:str|Path, backend:str="openai", base_url:str="", device
     return PromptedSimulator(ChatGenerate(b, max_new_tokens, temperature, seed), name=name)
 
 # %% ../nbs/05a_components.ipynb #0ef37060
-USER_MODELS = {"scripted-human": build_scripted_human, "artifact-simulator": build_artifact_simulator,
+USER_MODELS = {"scripted-human": build_scripted_human, "naive-simulator": build_naive_simulator, "artifact-simulator": build_artifact_simulator,
                "lm-simulator": build_lm_simulator, "prompted": build_prompted}
 
 def make_user(kind:str, cache:dict|None=None, **args):
@@ -186,8 +191,8 @@ def _evaluation(k:dict, run_dir) -> dict:
 # %% ../nbs/05a_components.ipynb #3ffad4a5
 def _naive(k:dict, run_dir) -> dict:
     "The naive simulator: the artifact simulator, or `simulator_model` prompted."
-    if k["naive_simulator"] == "artifact-simulator": return dict(kind="artifact-simulator")
-    if k["naive_simulator"] != "prompted": raise unknown("naive_simulator", k["naive_simulator"], ("artifact-simulator", "prompted"))
+    if k["naive_simulator"] in ("naive-simulator", "artifact-simulator"): return dict(kind=k["naive_simulator"])
+    if k["naive_simulator"] != "prompted": raise unknown("naive_simulator", k["naive_simulator"], ("naive-simulator", "artifact-simulator", "prompted"))
     if k["simulator_model"] in ("tiny", "tiny-base"): raise ComponentError(f"naive_simulator = prompted needs `simulator_model` to name a model (hub id or path), not `{k['simulator_model']}`")
     return dict(kind="prompted", model=k["simulator_model"], backend=k["simulator_backend"], device=k["device"], dtype=k["dtype"],
                 max_new_tokens=k["max_new_tokens"], temperature=1.0, name=f"naive:{k['simulator_model']}", seed=k["seed"])

@@ -657,7 +657,8 @@ def realism_difference(report:pd.DataFrame, a:str, b:str, B:int=2000, seed:int=0
 
 # %% ../nbs/08_realism.ipynb #6ea9d1ab
 ASKING_FAMILY = {"never asks": dict(ask_rate=0.0), "asks once": dict(ask_rate=1.0, max_asks=1), "asks twice": dict(ask_rate=1.0, max_asks=2),
-                 "always asks": dict(ask_rate=1.0), "copies a leaked answer": dict(ask_rate=0.0, copy_leak=True)}
+                 "always asks": dict(ask_rate=1.0), "copies a leaked answer": dict(ask_rate=0.0, copy_leak=True),
+                 "waits for leaks": dict(ask_rate=0.0, copy_leak=True, stall=True)}
 
 def asking_family(slip:float=0.0) -> dict:
     "The fixed askers of `ASKING_FAMILY`, each reading only the text (`TextAssistant`): name → assistant."

@@ -108,8 +108,8 @@ class WorldKeys(Checked):
     simulator_backend: str = _key("generation backend of LM user simulators and of an oracle or judge model run in-process "
                                   "(an OpenAI-compatible endpoint is `eval_backend = openai`)", ("hf", "vllm"))
     naive_simulator: str = _key("the naive simulator (Naive Interactive, CollabLLM's forward window): the tiny world's "
-                                "rule-based `artifact-simulator`, or `simulator_model` `prompted` with the App. C.1 prompt",
-                                ("artifact-simulator", "prompted"))
+                                "rule-based `naive-simulator` (`03_users`), its negative control `artifact-simulator`, or `simulator_model` `prompted` with the App. C.1 prompt",
+                                ("naive-simulator", "artifact-simulator", "prompted"))
     policy_prompt: str = _key("how the policy is prompted in every rollout, training and evaluation: `plain` (no system message) or "
                               "`proactive` (the App. C.2 system prompt, JSON replies)", ("plain", "proactive"))
     eval_backend: str = _key("who plays the evaluation user (`scripted`: the scripted human; `openai`: `oracle_model` behind "

@@ -118,7 +118,7 @@ WORLD_STAGES = [   # the theory and the world: statistics, tasks, conversations,
                   "explicit "
                   "*unscorable*"),
     Stage("03_users", "App. C.1, §3.3", "calirl.users",
-          summary="scripted human and artifact simulator (explicit knobs), prompted LLM simulator, scripted assistant"),
+          summary="scripted human, naive simulator (specified from the paper's text) and its negative control (explicit knobs), prompted LLM simulator, scripted assistant"),
 ]
 
 # %% ../nbs/00f_stages.ipynb #925e447d
@@ -155,7 +155,7 @@ SIMULATOR_STAGES = [   # rollouts, Phase I, DIAL and the realism report
                   "and logprobs (`PolicySpeaker`), or re-rendered text (`TextPolicy`); LM simulator; `calirl bench rollout`"),
     Stage("05a_components", "§4.1, §5.1, App. B.4–B.5, C.1", "calirl.components", runs_on="gpu",
           needs=("04c_base_policy",),              # its simulator is a scratch run's
-          summary="user models and judges by name (scripted human, artifact simulator, LM simulator, prompted LLM user; "
+          summary="user models and judges by name (scripted human, naive and artifact simulators, LM simulator, prompted LLM user; "
                   "verifier, LLM judge) on hf / vLLM / OpenAI-compatible backends, and the roles the profile names: "
                   '`user_for("oracle" | "evaluation" | "naive" | "calibrated", …)`, `judge_for(…)`'),
     Stage("06_simulator_sft", "§4.1, App. B.3, D.1", "calirl.sim_sft", runs_on="gpu", needs=("04c_base_policy",), cores=("threads", "workers"),

@@ -9,7 +9,7 @@ from calirl.settings import ProfileError, load_profile
 from calirl.pipeline import list_notebooks
 
 QWEN3, QWEN25 = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen2.5-7B-Instruct"
-TINY = {"oracle": ("scripted-human", None), "evaluation": ("scripted-human", None), "naive": ("artifact-simulator", None),
+TINY = {"oracle": ("scripted-human", None), "evaluation": ("scripted-human", None), "naive": ("naive-simulator", None),
         "calibrated": ("lm-simulator", None), "judge": ("verifier", None)}
 EXPECTED = {"tiny": TINY, "smoke": TINY,
             "paper": {"oracle": ("prompted", QWEN3), "evaluation": ("prompted", QWEN3), "naive": ("prompted", QWEN25),
@@ -53,19 +53,19 @@ def test_phase2_dial_resolves_to_the_dial_iteration_07_chose(run_dir, no_loading
     assert C.user_spec("calibrated", prof, run_dir)["source"] == str(dial / "it0")
 
 def test_the_tiny_roles_build_todays_users(run_dir):
-    from calirl.users import artifact_simulator, scripted_human
+    from calirl.users import naive_simulator, scripted_human
     prof = load_profile("smoke", ROOT / "settings.ini")
-    assert [C.user_for(r, prof) for r in ("oracle", "evaluation", "naive")] == [scripted_human(), scripted_human(), artifact_simulator()]
+    assert [C.user_for(r, prof) for r in ("oracle", "evaluation", "naive")] == [scripted_human(), scripted_human(), naive_simulator()]
     assert C.judge_for(prof) == "verifier"
 
 @pytest.mark.parametrize("call,says", [
-    (lambda: C.make_user("gpt-user"), "unknown user model 'gpt-user'; valid: scripted-human, artifact-simulator, lm-simulator, prompted"),
+    (lambda: C.make_user("gpt-user"), "unknown user model 'gpt-user'; valid: scripted-human, naive-simulator, artifact-simulator, lm-simulator, prompted"),
     (lambda: C.make_judge("gpt-4o"), "unknown judge 'gpt-4o'; valid: verifier, llm-judge"),
     (lambda: C.user_spec("critic", {}), "unknown user role 'critic'; valid: oracle, evaluation, naive, calibrated"),
     (lambda: C.generation_backend("m", "tgi"), "unknown generation backend 'tgi'; valid: hf, vllm, openai"),
     (lambda: C.make_user("scripted-human", sycophancy=1.0), "unknown user knob 'sycophancy'; valid: vagueness, deflect,"),
     (lambda: C.user_spec("naive", {**vars(load_profile("tiny", ROOT / "settings.ini")), "naive_simulator": "gpt"}),
-     "unknown naive_simulator 'gpt'; valid: artifact-simulator, prompted"),
+     "unknown naive_simulator 'gpt'; valid: naive-simulator, artifact-simulator, prompted"),
     (lambda: C.user_spec("naive", {"seed": 0}), "the naive user reads profile key(s) `naive_simulator`, `simulator_model`"),
 ])
 def test_an_unknown_name_is_one_line_listing_the_valid_ones(call, says):
@@ -73,7 +73,7 @@ def test_an_unknown_name_is_one_line_listing_the_valid_ones(call, says):
     assert says in str(e.value) and "\n" not in str(e.value)
 
 def test_a_profile_with_an_unknown_naive_simulator_is_refused_when_loaded():
-    with pytest.raises(ProfileError, match="`naive_simulator` = 'gpt' is not allowed; choose from artifact-simulator, prompted"):
+    with pytest.raises(ProfileError, match="`naive_simulator` = 'gpt' is not allowed; choose from naive-simulator, artifact-simulator, prompted"):
         load_profile("tiny", ROOT / "settings.ini", {"naive_simulator": "gpt"})
 
 def _code_cells(nb):

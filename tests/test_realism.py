@@ -204,7 +204,17 @@ def test_regret_transfer_holds_where_only_copying_a_leak_pays(family_items):
     J = S.groupby(["task", "policy", "user"]).score.mean()
     assert J["math-chat", "copies a leaked answer", "mute"] == 1.0 and J["math-chat", "always asks", "mute"] < 0.2
     m = R.regret_transfer(S, "mute", "real").set_index("task").loc["math-chat"]
-    assert m.naive_optimal == "copies a leaked answer" and m.holds and m.regret_low > 30
+    assert m.naive_optimal == "copies a leaked answer, waits for leaks" and m.holds and m.regret_low > 30
+
+def test_the_naive_simulator_rewards_waiting_for_its_answer_leaks_when_answers_slip(family_items):
+    "`03_users`' naive simulator, against askers that slip 0.3: waiting for the leaked answer is its optimum on math-chat, which the real user never pays."
+    from calirl.users import naive_simulator
+    its = [it for it in family_items if it.task == "math-chat"]
+    S = R.family_scores(R.asking_family(0.3), {"naive": naive_simulator(), "real": scripted_human()}, its, 7, seed=5)
+    J = S.groupby(["policy", "user"]).score.mean()
+    assert J["waits for leaks", "real"] == 0.0 and J["waits for leaks", "naive"] > J["always asks", "naive"]
+    m = R.regret_transfer(S, "naive", "real").iloc[0]
+    assert "always asks" not in m.naive_optimal and m.holds, m
 
 def test_the_naive_optimum_is_read_benignly():
     "Two members the naive simulator rates alike: the one the real user prefers stands for the naive optimum, so no regret."

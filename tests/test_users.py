@@ -23,6 +23,25 @@ def test_artifact_leaks_at_its_rate(items):
         rate = sum("leak_hidden" in t.acts for t, _ in ops) / N
         assert abs(rate - leak) < 0.05, (leak, rate)
 
+def test_naive_simulator_leaks_the_answer_at_its_rate_and_then_facts_at_theirs(items):
+    from calirl.users import NAIVE, naive_simulator
+    ops = _openings(naive_simulator(), items)
+    answer = sum("leak_answer" in t.acts for t, _ in ops) / N
+    facts = sum("leak_hidden" in t.acts for t, _ in ops) / N
+    assert abs(answer - NAIVE.leak_answer) < 0.04, answer                     # drawn first
+    assert abs(facts - (1 - NAIVE.leak_answer) * NAIVE.leak) < 0.05, facts    # then the fact leak, on the turns without one
+
+def test_an_answer_leak_rate_of_zero_leaves_every_other_users_conversations_as_they_were():
+    "The answer-leak draw is made only when the knob is set: the human's and the artifact simulator's conversations are unchanged (digests of the code before the knob)."
+    import hashlib, json
+    want = {"scripted-human": "c741ffa4225d59ac", "artifact-simulator": "b250c1c2ff2962b3"}
+    for u in (scripted_human(), artifact_simulator()):
+        h = hashlib.sha256()
+        for t in ("math-chat", "docedit-chat"):
+            for c in converse(u, ScriptedAssistant(0.5, 0.1), tiny_items(t, "train", 200, 0), H=7, seed=0):
+                h.update(json.dumps([c.messages, [list(a) for a in c.user_acts]]).encode())
+        assert h.hexdigest()[:16] == want[u.name], u.name
+
 def test_human_never_accepts_a_wrong_answer_and_artifact_does_at_its_rate(items):
     asst = ScriptedAssistant(ask_rate=0.2, slip=0.3)
     h = outcome_rates(converse(scripted_human(), asst, items, H=7, seed=1))
