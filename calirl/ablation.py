@@ -11,9 +11,9 @@ measured simulator error δ̂_t and Theorem 3.2's bound."""
 
 # %% auto #0
 __all__ = ['USER_ARTIFACTS', 'TURN_COST', 'REWARD_PATHS', 'SIMULATORS', 'METRICS', 'artifact_knobs', 'artifact_user',
-           'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'ablation_user', 'cell_name',
-           'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'ablation_grid', 'with_theory', 'summarize',
-           'plot_bars', 'plot_gap', 'most_harmful']
+           'artifact_rate', 'simulator_verdict', 'verdict_return', 'ablation_reward', 'naive_dose_user',
+           'ablation_user', 'cell_name', 'CellSpec', 'run_cell', 'run_cells', 'delta_profile', 'ablation_grid',
+           'with_theory', 'summarize', 'plot_bars', 'plot_gap', 'most_harmful', 'naive_dose_table']
 
 # %% ../nbs/13_ablation.ipynb #4053eab2
 import hashlib, json, math, os, shutil, time
@@ -118,13 +118,18 @@ def ablation_reward(path:str, items:dict[str, TaskItem], turn_cost:float=TURN_CO
     return reward_fn
 
 # %% ../nbs/13_ablation.ipynb #fdb84fb7
-SIMULATORS = ("real", *USER_ARTIFACTS, "mix", "sft", "dial")
+SIMULATORS = ("real", *USER_ARTIFACTS, "mix", "naive", "sft", "dial")
+
+def naive_dose_user(dose:float) -> dict:
+    "The spec of the naive simulator (`03_users`) with answer-leak rate `dose`; at 0 its knobs are the artifact simulator's."
+    return dict(kind="naive-simulator", name=f"naive@{dose:g}", leak_answer=float(dose))
 
 def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|None=None, seed:int=0) -> dict:
     ("The spec (`calirl.components`) of a training simulator: the real user, one artifact at `strength`, the naive "
-     "mix, or an LM simulator.")
+     "mix, the naive simulator at answer-leak rate `strength`, or an LM simulator.")
     if simulator == "real": return user_spec("evaluation", keys)
     if simulator == "mix": return user_spec("naive", keys)
+    if simulator == "naive": return naive_dose_user(strength)
     if simulator in USER_ARTIFACTS:
         knobs = artifact_knobs(simulator, strength)
         return dict(kind="scripted-human", name=f"{simulator}@{strength:g}", **asdict(knobs))
@@ -336,3 +341,16 @@ def most_harmful(df:pd.DataFrame, k:int=2) -> list[str]:
     "The `k` single artifacts with the largest mean success drop (judge reward)."
     d = df[df.simulator.isin(list(USER_ARTIFACTS)) & (df.reward_path == "judge")]
     return d.groupby("simulator", sort=False).drop.mean().sort_values(ascending=False, kind="stable").index[:k].tolist()
+
+# %% ../nbs/13_ablation.ipynb #nd2a3b4c
+def naive_dose_table(df:pd.DataFrame, own:float|None, regret:dict) -> pd.DataFrame:
+    ("Per answer-leak rate (the `mix` cell at `own`, the `naive` cells at theirs): `regret` (rate → regret transfer), "
+     "real-user success and Calibrated − Naive (the `sft` cell's success minus this one's, paired by seed), mean ± std over seeds.")
+    d = df[(df.simulator == "naive") | ((df.simulator == "mix") & (df.reward_path == "judge") & (own is not None))]
+    d = d.assign(dose=np.where(d.simulator == "mix", own if own is not None else math.nan, d.strength))
+    sft = df[(df.simulator == "sft") & (df.reward_path == "judge")].set_index("seed").success
+    d = d.assign(cal_minus_naive=[sft.get(s, math.nan) - v for s, v in zip(d.seed, d.success)])
+    g = d.groupby("dose", sort=True)
+    out = g.agg(seeds=("seed", "size"), success=("success", "mean"), success_sd=("success", lambda x: x.std(ddof=0)), drop=("drop", "mean"),
+                cal_minus_naive=("cal_minus_naive", "mean"), cal_minus_naive_sd=("cal_minus_naive", lambda x: x.std(ddof=0))).reset_index()
+    return out.assign(regret=[regret.get(float(x), math.nan) for x in out.dose])

@@ -442,7 +442,7 @@ TABLE2_CELL = ("mix", "judge")   # the ablation's cell with Table 2's condition:
 def _ablation_claim(a:pd.DataFrame) -> dict:
     ("The reward-hacking claim from `ablation`, on the cell of Table 2's condition (`TABLE2_CELL`) where the table has "
      "it, with the single artifact that costs the most beside it; else on that artifact.")
-    art = a[~a.simulator.isin(["real", "sft", "dial"])].copy()              # the artifact knobs, not the trained simulators
+    art = a[~a.simulator.isin(["real", "sft", "dial", "naive"])].copy()     # the artifact knobs, not the trained simulators or the naive doses
     art["drop_m"], art["drop_sd"] = zip(*art["drop"].map(_pm))
     worst = art.sort_values("drop_m").iloc[-1]
     cell = art[(art.simulator == TABLE2_CELL[0]) & (art.reward_path == TABLE2_CELL[1])]
@@ -481,6 +481,23 @@ def missing_pre(name:str, table:str) -> Precondition:
 def _has(df, *cols:str) -> bool:
     "Whether table `df` exists, has rows and has every column of `cols` (another world's notebooks write other columns)."
     return df is not None and len(df) > 0 and set(cols) <= set(df.columns)
+
+# %% ../nbs/14_report.ipynb #ndc1a2b3
+def _naive_dose_claim(nd:pd.DataFrame) -> dict:
+    "The dose–response claim from `naive_dose`: Calibrated − Naive at the largest regret against the smallest, with the regret spread as its precondition."
+    claim = "training against the naive simulator costs more where its regret is larger (answer-leak dose–response)"
+    d = nd.dropna(subset=["regret"]).sort_values("regret", kind="stable")
+    effect = "; ".join(f"answer leak {r.dose:g}: regret {r.regret:+.1f}, Calibrated − Naive {r.cal_minus_naive:+.3f} ± {r.cal_minus_naive_sd:.3f}" for r in d.itertuples())
+    spread = float(d.regret.max() - d.regret.min()) if len(d) else float("nan")
+    pre = [Precondition("the rates' regrets differ", f"regret {d.regret.min():+.1f} to {d.regret.max():+.1f} over {len(d)} rate(s)" if len(d) else "no rate", bool(len(d) > 1 and spread > 0))]
+    lo, hi = (d.iloc[0], d.iloc[-1]) if len(d) else (None, None)
+    seeds = int(d.seeds.min()) if len(d) else 0
+    if seeds < 2 or lo is None: verdict = f"inconclusive ({seeds} training seed(s): no spread to compare with)"
+    else:
+        diff, se = hi.cal_minus_naive - lo.cal_minus_naive, float(np.sqrt((hi.cal_minus_naive_sd ** 2 + lo.cal_minus_naive_sd ** 2) / (seeds - 1)))
+        verdict = "reproduced" if diff > 2 * se else "not reproduced" if diff < -2 * se else "inconclusive"
+    return dict(claim=claim, evidence="naive_dose (13)", effect=effect or "—", ci=f"± std over {seeds} seed(s)",
+                precondition="; ".join(map(str, pre)), verdict=gated_verdict(verdict, pre))
 
 # %% ../nbs/14_report.ipynb #7899bc78
 def _regret_pre(rt, tasks:list[str]) -> Precondition:
@@ -597,6 +614,12 @@ def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFram
                                                                    f"training steps, seeds and upstream models, named in its README — not this run's)")
         rows.append(row)
     else: rows.append(missing("simulator artifacts cause reward hacking", "ablation"))
+    nd = pd.read_csv(Path(ablation_dir) / "naive_dose.csv") if ablation_dir and (Path(ablation_dir) / "naive_dose.csv").exists() else read("naive_dose")
+    if _has(nd, "dose", "seeds", "regret", "cal_minus_naive", "cal_minus_naive_sd"):
+        row = _naive_dose_claim(nd)
+        if ablation_dir and (Path(ablation_dir) / "naive_dose.csv").exists(): row["evidence"] = f"naive_dose (13, `{Path(ablation_dir).name}/`: the ablation profile's run)"
+        rows.append(row)
+    else: rows.append(missing("training against the naive simulator costs more where its regret is larger (answer-leak dose–response)", "naive_dose"))
     C = pd.DataFrame(rows, columns=["claim", "evidence", "effect", "ci", "p", "precondition", "verdict"])
     C["holm"], C["precondition"] = _holm_column(C.p), C.precondition.fillna("—")
     return C[["claim", "evidence", "effect", "ci", "holm", "precondition", "verdict"]]

@@ -271,6 +271,8 @@ class EvalKeys(Checked):
     artifact_strength: float = _key("strength of each single artifact in the ablation (0 = the real user's setting, 1 "
                                     "= always)", lo=0, hi=1)
     dose_strengths: list[float] = _key("artifact strengths of the dose–response runs, comma-separated", lo=0, hi=1)
+    naive_doses: list[float] = _key("answer-leak rates of the naive simulator that 13_ablation also trains against (0: its "
+                                    "negative control, the artifact simulator), comma-separated", lo=0, hi=1)
     upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; "
                              "empty: this run's own",
                              pattern=RUN_NAME)

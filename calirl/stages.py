@@ -261,7 +261,7 @@ RESULTS_STAGES = [   # evaluation, case studies, validity, ablation, the report
                           "artifact simulators are not built",
           summary="which simulator artifacts hurt interactive RL: GRPO against the real user, each artifact alone, a mix, "
                   "the SFT and DIAL simulators, with the reward from the judge or from the simulator's verdict; gap vs δ̂ "
-                  "against Theorem 3.2's bound; dose–response"),
+                  "against Theorem 3.2's bound; dose–response; the naive simulator's answer leak, rate by rate, against its regret"),
     Stage("14_report", "", "calirl.report", needs=("*",),   # every notebook before it
           summary="the run report a reader opens first, `figures/<profile>/report.md`: the papers' claims with a verdict, "
                   "the preconditions the world must meet for it, and a Holm adjustment each (`claims.md`), Table 2 and its paired differences with 95 % CIs, the key figures, time per "

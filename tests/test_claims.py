@@ -50,7 +50,7 @@ def test_claims_read_seed_level_intervals(tmp_path):
     assert v[key("Calibrated Interactive − Naive Interactive")] == "inconclusive (seeds disagree in sign)"
     assert v[key("Static Context − Base")] == "not reproduced"
     assert v[key("CollabLLM − Base")].startswith("inconclusive (1 training seed")
-    assert (claims(tmp_path).verdict == "not run").sum() == 4                 # no theory, realism, DIAL or ablation tables: named, not guessed
+    assert (claims(tmp_path).verdict == "not run").sum() == 5                 # no theory, realism, DIAL, ablation or naive-dose tables: named, not guessed
 
 def _by_seed(naive, oracle):
     return pd.DataFrame([dict(method=m, task="math-chat", train_seed=s, score=v) for m, vs in

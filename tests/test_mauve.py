@@ -38,18 +38,26 @@ def test_mean_std_over_kmeans_seeds(texts):
 _RERUN = """
 import sys, torch
 torch.set_num_threads(int(sys.argv[1]))
-from calirl import realism as R
-from calirl.tasks import TASKS, tiny_items
-from calirl.users import artifact_simulator, scripted_human
-items = [it for t in TASKS for it in tiny_items(t, "eval", 12, seed=3)]
-P, Q = (R._texts(R.dialogues_with(u, items, 3, seed=3)) for u in (artifact_simulator(), scripted_human()))
-print(repr(R.mauve_mean_std(P, Q, n_seeds=3)))
+sys.path.insert(0, sys.argv[2])
+from test_mauve import rerun_mauve
+print(repr(rerun_mauve()))
 """
 
+def rerun_mauve():
+    "MAUVE of the artifact simulator against the scripted human on a few items, as a fresh process computes it."
+    items = [it for t in TASKS for it in tiny_items(t, "eval", 12, seed=3)]
+    P, Q = (R._texts(R.dialogues_with(u, items, 3, seed=3)) for u in (artifact_simulator(), scripted_human()))
+    return R.mauve_mean_std(P, Q, n_seeds=3)
+
 def test_a_rerun_in_a_fresh_process_with_other_threads_gives_the_same_mauve():
-    procs = [subprocess.Popen([sys.executable, "-c", _RERUN, str(n)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for n in (1, 2)]                                            # side by side: the values cannot depend on it
-    out = [p.communicate(timeout=600) for p in procs]
-    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in out]
-    vals = [o.strip().splitlines()[-1] for o, _ in out]
-    assert vals[0] == vals[1], vals
+    "A fresh process on two threads (its own embeddings, its own k-means) and this one on one thread: the same MAUVE, to the bit."
+    import torch
+    from pathlib import Path
+    p = subprocess.run([sys.executable, "-c", _RERUN, "2", str(Path(__file__).parent)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    R._EMBEDDER["vectors"].clear()                                       # embedded again here, on one thread
+    try: here = repr(rerun_mauve())
+    finally: torch.set_num_threads(threads)
+    assert p.stdout.strip().splitlines()[-1] == here, (p.stdout[-500:], here)
