@@ -166,6 +166,7 @@ class CellSpec:
     sim_path: str|None = None   # the LM simulator's folder (`sft`, `dial`), part of the cell's identity by its digest
     user: dict|None = None      # the training user's spec (`calirl.components.make_user(**user)`)
     real_user: dict|None = None # the evaluation user's spec
+    eval_split: str = "eval"     # the items it is evaluated on: Table 2's held-out ones (`eval`) or `validation` ones
 
     @property
     def seed(self) -> int: return self.grpo.seed
@@ -231,7 +232,7 @@ def run_cell(spec:CellSpec) -> dict:
     seed_everything(spec.seed)
     t0 = time.time()
     train = {it.item_id: it for t in spec.tasks for it in tiny_items(t, "train", spec.n_train_items, spec.data_seed)}
-    held = [it for t in spec.tasks for it in tiny_items(t, "eval", spec.n_eval, spec.data_seed)]
+    held = [it for t in spec.tasks for it in tiny_items(t, spec.eval_split, spec.n_eval, spec.data_seed)]
     tr, tok, log = _train_cell(spec, train, out_dir)
     t_train = time.time() - t0
     res = _evaluate_cell(spec, tr.model.eval(), tok, held, log)

@@ -267,7 +267,9 @@ class EvalKeys(Checked):
     ablation_tasks: list[str] = _key("tasks the artifact ablation trains and evaluates on", ("math-chat", "docedit-chat"))
     ablation_steps: int = _key("GRPO steps of each ablation run", lo=1, hi=MANY)
     ablation_seeds: list[int] = _key("training seeds of each ablation cell, comma-separated", lo=0, hi=SEED_MAX)
-    ablation_items: int = _key("held-out items per task each ablation policy is evaluated on against the real user", lo=1, hi=MANY)
+    ablation_items: int = _key("items per task each ablation policy is evaluated on against the real user", lo=1, hi=MANY)
+    ablation_split: str = _key("the items the ablation's policies are evaluated on: Table 2's held-out items, or validation items (a pilot)", ("eval", "validation"))
+    ablation_cells: list[str] = _key("the main cells 13_ablation trains (its dose-responses come on top)", ("real", "leak_hidden", "leak_answer", "accept_wrong", "deflect", "collapse", "early_stop", "mix", "sft", "dial"))
     artifact_strength: float = _key("strength of each single artifact in the ablation (0 = the real user's setting, 1 "
                                     "= always)", lo=0, hi=1)
     dose_strengths: list[float] = _key("artifact strengths of the dose–response runs, comma-separated", lo=0, hi=1)
