@@ -348,7 +348,7 @@ def naive_dose_table(df:pd.DataFrame, own:float|None, regret:dict) -> pd.DataFra
     ("Per answer-leak rate (the `mix` cell at `own`, the `naive` cells at theirs): `regret` (rate → regret transfer), "
      "real-user success and Calibrated − Naive (the `sft` cell's success minus this one's, paired by seed), mean ± std over seeds.")
     d = df[(df.simulator == "naive") | ((df.simulator == "mix") & (df.reward_path == "judge") & (own is not None))]
-    d = d.assign(dose=np.where(d.simulator == "mix", own if own is not None else math.nan, d.strength))
+    d = d.assign(dose=np.where(d.simulator == "mix", own if own is not None else math.nan, d.strength))   # NaN, not None: a float column
     sft = df[(df.simulator == "sft") & (df.reward_path == "judge")].set_index("seed").success
     d = d.assign(cal_minus_naive=[sft.get(s, math.nan) - v for s, v in zip(d.seed, d.success)])
     g = d.groupby("dose", sort=True)

@@ -190,7 +190,7 @@ def _evaluation(k:dict, run_dir) -> dict:
 
 # %% ../nbs/05a_components.ipynb #3ffad4a5
 def _naive(k:dict, run_dir) -> dict:
-    "The naive simulator: the artifact simulator, or `simulator_model` prompted."
+    "The naive simulator: the tiny world's scripted one or its negative control, or `simulator_model` prompted."
     if k["naive_simulator"] in ("naive-simulator", "artifact-simulator"): return dict(kind=k["naive_simulator"])
     if k["naive_simulator"] != "prompted": raise unknown("naive_simulator", k["naive_simulator"], ("naive-simulator", "artifact-simulator", "prompted"))
     if k["simulator_model"] in ("tiny", "tiny-base"): raise ComponentError(f"naive_simulator = prompted needs `simulator_model` to name a model (hub id or path), not `{k['simulator_model']}`")
