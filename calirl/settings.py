@@ -278,6 +278,9 @@ class EvalKeys(Checked):
     upstream_run: str = _key("read upstream artifacts (base policy, simulators, realism) from runs/<upstream_run>; "
                              "empty: this run's own",
                              pattern=RUN_NAME)
+    replicates: str = _key("the profile whose world this one draws again with its own `seed` (base policy, simulators, "
+                           "items, training seeds); that profile's report pools both runs' Table 2 into an interval "
+                           "over worlds; empty: none", pattern=RUN_NAME)
 
 # %% ../nbs/00_core.ipynb #e64cd0cb
 @dataclass(frozen=True)

@@ -77,3 +77,29 @@ def test_a_failed_precondition_makes_the_claim_untestable(tmp_path, regret_holds
     assert row.verdict == want
     assert "(c) the calibrated simulator is closer where training looks: `calibration_on_policy` not written by this run — not measured" in row.precondition
     assert row.holm.startswith("p ") and "Holm" in row.holm
+
+def test_the_interval_over_worlds_takes_the_world_as_its_unit():
+    "Two worlds whose seeds agree inside each but not with each other: one world's interval is sure, the pooled one is not."
+    from calirl.stats import world_interval, world_spread
+    d = [[5.0, 6.0, 7.0], [-2.0, -1.0, 0.0]]
+    assert seed_interval(d[0])[1] > 0                                   # conditional on the first world: decided
+    m, lo, hi = world_interval(d)
+    assert m == pytest.approx(2.5) and lo < 0 < hi
+    assert hi - lo == pytest.approx(2 * 12.7062 * 3.5, rel=1e-4)     # 2 · t(1) · sd(6, −1) / √2 = 2 · 12.71 · 3.5
+    sp = world_spread(d)
+    assert sp["within_sd"] == pytest.approx(1.0) and sp["between_sd"] == pytest.approx(np.sqrt(24.5 - 1 / 3))
+
+def test_a_redrawn_worlds_table2_is_pooled_by_the_report(tmp_path):
+    "`table2_over_worlds` reads each world's `table2_by_seed` as 10_evaluate writes it, and the report shows the section."
+    from calirl.report import run_report, table2_over_worlds
+    worlds = {}
+    for w, lift in (("tiny", 0.10), ("tiny-world-1", -0.05)):
+        R = _results({"Naive Interactive": {0: 0.0, 1: 0.01, 2: -0.01}, "Calibrated Interactive": {s: lift for s in range(3)}})
+        worlds[w] = scores_by_seed(R)
+    W = table2_over_worlds(worlds, ["math-chat", "docedit-chat"]).set_index(["comparison", "task"])
+    r = W.loc[("Calibrated Interactive − Naive Interactive", "math-chat")]
+    assert (r.worlds, r.seeds) == (2, 6) and r.per_world.startswith("tiny +10") and "; tiny-world-1 -" in r.per_world
+    assert r.one_world_low > 0 and r.ci_low < 0 < r.ci_high             # the first world alone says yes; two worlds do not
+    W.reset_index().to_csv(tmp_path / "table2_over_worlds.csv", index=False)
+    page = run_report("tiny", tmp_path / "run", tmp_path, tmp_path, keys={"G": 8})
+    assert "## Which differences survive another world" in page and "over 2 worlds" in page
