@@ -158,10 +158,16 @@ def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens
     ask = _asks_first(items, convs)
     nan = float("nan")
     lo, hi = _ask_interval(A.reshape(-1, G), ask.reshape(-1, G), seed)
-    return dict(asks_first=float(ask.mean()), R_ask=float(R.ravel()[ask].mean()) if ask.any() else nan,
-                R_other=float(R.ravel()[~ask].mean()) if (~ask).any() else nan,
-                A_ask=float(A[ask].mean()) if ask.any() else nan, A_ask_low=lo, A_ask_high=hi,
-                A_other=float(A[~ask].mean()) if (~ask).any() else nan)
+    mean = lambda x, sel: float(x[sel].mean()) if sel.any() else nan
+    right, q = informed_right(items, convs), _questions(items, convs)
+    return dict(asks_first=float(ask.mean()), R_ask=mean(R.ravel(), ask), R_other=mean(R.ravel(), ~ask),
+                A_ask=mean(A, ask), A_ask_low=lo, A_ask_high=hi, A_other=mean(A, ~ask),
+                questions_ask=mean(q, ask), first_right_ask=mean(right, ask), first_right_other=mean(right, ~ask))
+
+def _questions(items:list[TaskItem], convs:list) -> np.ndarray:
+    "How many of each conversation's assistant messages are questions."
+    by = {it.item_id: it for it in items}
+    return np.array([sum(asks(by[c.item_id], m["content"]) for m in c.messages if m["role"] == "assistant") for c in convs])
 
 def _ask_interval(A:np.ndarray, ask:np.ndarray, seed:int=0, B:int=2000) -> tuple[float, float]:
     "95 % bootstrap interval of the mean advantage of asking episodes, resampling the groups (rows of `A`, `ask`)."

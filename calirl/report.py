@@ -693,6 +693,11 @@ def _notebook_seconds(figures_dir:Path) -> str:
     done = t[t.notebook != "total"]
     return f"{done.seconds.sum():,.1f} s ({done.seconds.sum() / 60:.0f} minutes) over {len(done)} notebooks"
 
+def _wall_seconds(report:Path) -> str:
+    "The run's wall time with a notebook running, up to its report, as `report.md`'s \"Where the time goes\" gives it ('' without)."
+    m = re.search(r"Wall time with a notebook running ([\d,]+) s \((\d+) minutes", report.read_text(encoding="utf-8")) if report.exists() else None
+    return f"{m.group(1)} s ({m.group(2)} minutes) from the first notebook's start to the report, notebooks side by side" if m else ""
+
 def folder_readme(figures_dir:str|Path) -> str:
     ("`figures/<profile>/README.md`: the command, commit, date, machine, stack and seconds of the run that wrote the "
      "folder, from its `report.md` and `time_profile.csv`.")
@@ -700,7 +705,8 @@ def folder_readme(figures_dir:str|Path) -> str:
     h = report_header((fig / "report.md").read_text(encoding="utf-8"))
     rows = [("command", f"`calirl reproduce --profile {h['profile']}`"), ("commit", f"`{h['commit']}`"), ("written", h["written"]),
             ("machine", h["machine"] or "not recorded: this run's report predates the line that names the machine"),
-            ("notebooks' time", _notebook_seconds(fig) or "not recorded"), ("stack", h["stack"])]
+            ("wall time", _wall_seconds(fig / "report.md") or "not recorded"), ("notebooks' time", _notebook_seconds(fig) or "not recorded"),
+            ("stack", h["stack"])]
     return (f"# `figures/{h['profile']}/`\n\nWhat `calirl reproduce --profile {h['profile']}` wrote. This page is "
             f"written by the run's last notebook "
             f"(`14_report`, `calirl.report.folder_readme`) from this folder's `report.md` and `time_profile.csv`.\n\n| "
