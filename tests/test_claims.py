@@ -79,6 +79,7 @@ def test_a_failed_precondition_makes_the_claim_untestable(tmp_path, regret_holds
     assert row.holm.startswith("p ") and "Holm" in row.holm
 
 def test_the_interval_over_worlds_takes_the_world_as_its_unit():
+    # tolerances: means of a few exact numbers in float64; pytest.approx's default 1e-6, and 1e-4 where t(1) = 12.7062 is printed to 4 decimals
     "Two worlds whose seeds agree inside each but not with each other: one world's interval is sure, the pooled one is not."
     from calirl.stats import world_interval, world_spread
     d = [[5.0, 6.0, 7.0], [-2.0, -1.0, 0.0]]
