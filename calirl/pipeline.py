@@ -125,10 +125,11 @@ def settings_read(prof:Profile, reads:list[str]|None=None) -> dict[str, Any]:
     keys = PROFILE_KEYS if reads is None else sorted(k for k in set(reads) if k in PROFILE_KEYS)
     return {"profile": prof.name, **{k: getattr(prof, k) for k in keys if k not in FINGERPRINT_IGNORES}}
 
-def fingerprint(prev:str, nb_path:str|Path, settings:dict) -> str:
-    ("Chained fingerprint of notebook `nb_path` run with `settings` (`settings_read`) after a notebook fingerprinted "
-     "`prev`.")
-    return hashlib.sha256(f"{prev}|{code_digest(nb_path)}|{json.dumps(settings, sort_keys=True)}".encode()).hexdigest()[:16]
+def fingerprint(prev:str, nb_path:str|Path, settings:dict, digest:str|None=None) -> str:
+    ("Chained fingerprint of notebook `nb_path` (or of code whose `code_digest` is `digest`) run with `settings` "
+     "(`settings_read`) after a notebook fingerprinted `prev`.")
+    digest = code_digest(nb_path) if digest is None else digest
+    return hashlib.sha256(f"{prev}|{digest}|{json.dumps(settings, sort_keys=True)}".encode()).hexdigest()[:16]
 
 # %% ../nbs/00a_reproduce.ipynb #07af91c8
 def record_path(run_dir:str|Path, name:str) -> Path:
@@ -534,19 +535,22 @@ def pool_profile(state:dict):
     return pd.concat([df, pd.DataFrame([dict(notebook="total", **total)])], ignore_index=True)
 
 # %% ../nbs/00a_reproduce.ipynb #1fb11f28
-def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str], steps:dict[str, Step], final:dict[str, str]) -> None:
-    ("Fingerprint, in order, each notebook of `steps` that succeeded once its predecessor was settled: by the keys it "
-     "read (`final` grows).")
+def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str], steps:dict[str, Step], final:dict) -> None:
+    ("Fingerprint, in order, every notebook of `steps` that finished in this invocation (those in `final`, with their "
+     "code digest and the keys they read), chaining through the ones that have not as the next plan will (by the "
+     "keys their last run read, or every key): a run stopped part way resumes without redoing what finished, in "
+     "whatever order the notebooks ran. `final` also holds the planned fingerprints of the notebooks not run now.")
     prev = ""
     for n in names:
-        if n not in final:
-            e = state.get(n, {})
-            if e.get("status") != "ok": return
-            final[n] = fingerprint(prev, steps[n].path, settings_read(prof, e["reads"]))
-            if e["fingerprint"] != final[n]:
-                e["fingerprint"] = final[n]
-                save_step(state, run_dir, n)
-        prev = final[n]
+        e = state.get(n, {})
+        if n not in steps:
+            prev = final[n]
+            continue
+        digest, keys = final[n] if n in final else (code_digest(steps[n].path), settings_read(prof, e.get("reads")))
+        prev = fingerprint(prev, steps[n].path, keys, digest)
+        if n in final and e["fingerprint"] != prev:
+            e["fingerprint"] = prev
+            save_step(state, run_dir, n)
 
 def record_start(state:dict, run_dir:Path, n:str, fp:str, executed:Path, cores:int=1) -> None:
     ("Record in `state` (and its file) that notebook `n` is running on `cores` cores, and clear the phases and reads its "
@@ -622,9 +626,9 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         return _run_one(steps[n], out(n), root, progress, log, env)[1]
     def ended(n:str, code:int):
         record_end(state, run_dir, n, code, t0[n])
+        if code == 0: final[n] = (code_digest(steps[n].path), settings_read(prof, state[n]["reads"]))   # as it ran
         settle_fingerprints(prof, state, run_dir, names, steps, final)
-        save_table(time_profile(state), "time_profile", fig_dir, floatfmt=".1f")
-        save_table(pool_profile(state), "time_profile_pools", fig_dir, floatfmt=".1f")
+        for name, table in (("time_profile", time_profile(state)), ("time_profile_pools", pool_profile(state))): save_table(table, name, fig_dir, floatfmt=".1f")
         record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)          # so far: the report, the last notebook, reads it
         if code == 0: log(f"✓ {n} {time.time() - t0[n]:.1f} s")
     try: code = run_dag(list(steps), deps, slots, run, started, ended, cost, cores, budget)

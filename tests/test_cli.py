@@ -326,3 +326,18 @@ def test_compare_reads_a_real_run_against_itself_and_a_changed_copy(smoke_reprod
     assert diff.returncode == 1, diff.stderr
     assert "- `table2.csv`: differs (values differ in `Average`)" in diff.stdout, diff.stdout
     assert "- `claims.md`: only in old" in diff.stdout and f"{n - 2} byte-identical, 1 differ, 0 only in new, 1 only in old" in diff.stdout, diff.stdout
+
+def test_a_run_that_fails_early_keeps_what_finished_after_it(project):
+    ("Side by side, a notebook later in order can finish before an earlier one fails; resuming keeps it rather than "
+     "redoing it (two notebooks the stage manifest lets run together, rewritten here: one fails after a pause).")
+    import os
+    if len(os.sched_getaffinity(0)) < 2: pytest.skip("needs two cores for two notebooks at once")
+    _add_nb(project, "01a_stats.ipynb", "import time\ntime.sleep(5)", "raise ValueError('broken on purpose')")
+    _add_nb(project, "02_tasks.ipynb", "from pathlib import Path", "(Path(run_dir) / 'ok.txt').write_text('ok')")
+    r = calirl("reproduce", "--profile", "smoke", "--only", "01a_stats", "02_tasks", cwd=project)
+    st = _state(project)
+    assert r.returncode == 1 and st["01a_stats"]["status"] == "failed" and st["02_tasks"]["status"] == "ok", r.stderr
+    assert st["02_tasks"]["finished_at"] < st["01a_stats"]["finished_at"], st            # the later notebook finished first
+    line = lambda out: next(l for l in out.splitlines() if "02_tasks" in l)
+    r = calirl("reproduce", "--profile", "smoke", "--only", "01a_stats", "02_tasks", "--dry-run", cwd=project)
+    assert " done " in line(r.stdout) and " run " not in line(r.stdout), r.stdout          # up to date: not run again
