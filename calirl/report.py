@@ -738,7 +738,8 @@ def compact_claims(figures_dir:str|Path) -> str:
     p = Path(figures_dir) / "claims.csv"
     if not p.exists(): return ""
     c = pd.read_csv(p).fillna("")
-    rows = zip(c.claim, c.evidence.str.split(";").str[0], c.effect.str.split(" \\(per seed").str[0], c.verdict)
+    evidence = c.evidence.str.split(";").str[0].str.replace(r"\((\d+, `[^`]+`): [^)]*\)", r"(\1)", regex=True)   # another run's folder, named only
+    rows = zip(c.claim, evidence, c.effect.str.split(" \\(per seed").str[0].str.split("; ").str[0], c.verdict)
     cell = lambda s: str(s).replace("|", "\\|")
     return "\n".join(["| claim | compared | effect | verdict |", "|---|---|---|---|", *(f"| {' | '.join(map(cell, r))} |" for r in rows)]) + "\n"
 
