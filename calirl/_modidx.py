@@ -430,6 +430,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.pipeline._load_record': ('reproduce.html#_load_record', 'calirl/pipeline.py'),
                                  'calirl.pipeline._lock': ('reproduce.html#_lock', 'calirl/pipeline.py'),
                                  'calirl.pipeline._next_start': ('reproduce.html#_next_start', 'calirl/pipeline.py'),
+                                 'calirl.pipeline._own_part': ('reproduce.html#_own_part', 'calirl/pipeline.py'),
                                  'calirl.pipeline._run_one': ('reproduce.html#_run_one', 'calirl/pipeline.py'),
                                  'calirl.pipeline._run_steps': ('reproduce.html#_run_steps', 'calirl/pipeline.py'),
                                  'calirl.pipeline._source': ('reproduce.html#_source', 'calirl/pipeline.py'),

@@ -535,6 +535,10 @@ def pool_profile(state:dict):
     return pd.concat([df, pd.DataFrame([dict(notebook="total", **total)])], ignore_index=True)
 
 # %% ../nbs/00a_reproduce.ipynb #1fb11f28
+def _own_part(prof:Profile, step:Step, reads:list[str]|None) -> tuple[str, dict]:
+    "What notebook `step` adds to the chain of fingerprints: its code digest and the values of the keys `reads` (every key when `None`)."
+    return code_digest(step.path), settings_read(prof, reads)
+
 def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str], steps:dict[str, Step], final:dict) -> None:
     ("Fingerprint, in order, every notebook of `steps` that finished in this invocation (those in `final`, with their "
      "code digest and the keys they read), chaining through the ones that have not as the next plan will (by the "
@@ -546,7 +550,7 @@ def settle_fingerprints(prof:Profile, state:dict, run_dir:Path, names:list[str],
         if n not in steps:
             prev = final[n]
             continue
-        digest, keys = final[n] if n in final else (code_digest(steps[n].path), settings_read(prof, e.get("reads")))
+        digest, keys = final[n] if n in final else _own_part(prof, steps[n], e.get("reads"))
         prev = fingerprint(prev, steps[n].path, keys, digest)
         if n in final and e["fingerprint"] != prev:
             e["fingerprint"] = prev
@@ -626,7 +630,7 @@ def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callabl
         return _run_one(steps[n], out(n), root, progress, log, env)[1]
     def ended(n:str, code:int):
         record_end(state, run_dir, n, code, t0[n])
-        if code == 0: final[n] = (code_digest(steps[n].path), settings_read(prof, state[n]["reads"]))   # as it ran
+        if code == 0: final[n] = _own_part(prof, steps[n], state[n]["reads"])   # as it ran
         settle_fingerprints(prof, state, run_dir, names, steps, final)
         for name, table in (("time_profile", time_profile(state)), ("time_profile_pools", pool_profile(state))): save_table(table, name, fig_dir, floatfmt=".1f")
         record_cores(run_dir, budget, t_all, children_cpu_s() - cpu0)          # so far: the report, the last notebook, reads it

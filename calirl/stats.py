@@ -87,7 +87,7 @@ def world_spread(d) -> dict:
     within = float(sum(((x - x.mean()) ** 2).sum() for x in d) / dof) if dof > 0 else float("nan")
     m = np.array([x.mean() for x in d])
     between = float(m.var(ddof=1) - within * np.mean(1 / n)) if len(d) > 1 and dof > 0 else float("nan")
-    return dict(between_sd=math.sqrt(max(between, 0.0)) if between == between else between, within_sd=math.sqrt(within),
+    return dict(between_sd=between if math.isnan(between) else math.sqrt(max(between, 0.0)), within_sd=math.sqrt(within),
                 worlds=len(d), seeds=int(n.sum()))
 
 # %% ../nbs/01a_stats.ipynb #b8906248
