@@ -7,11 +7,12 @@ so that a table can be traced to the code and settings that made it. No paper se
 
 # %% auto #0
 __all__ = ['STACK', 'KERNEL_PINS', 'TIME_TARGETS', 'FIGURES', 'WORLD_COMPARISONS', 'CLAIMS_NOTE', 'LEVEL_MARGIN', 'SEED_CLAIMS',
-           'NAIVE_ROWS', 'TABLE2_CELL', 'HEADROOM', 'HEADER', 'RESULTS_BEGIN', 'RESULTS_END', 'stack_versions',
-           'git_commit', 'machine', 'keys_as_run', 'busy_seconds', 'time_budget', 'core_use', 'paired_wide', 'cpu_note',
-           'world_group', 'table2_over_worlds', 'worlds_markdown', 'table2_note', 'run_report', 'seed_verdict',
-           'naive_row', 'Precondition', 'gated_verdict', 'missing_pre', 'table2_preconditions', 'claims',
-           'report_header', 'report_section', 'folder_readme', 'readme_results', 'compact_claims', 'with_results']
+           'NAIVE_ROWS', 'TABLE2_CELL', 'HEADROOM', 'DIAL_CLAIMS', 'ARTIFACT_CLAIM', 'HEADER', 'RESULTS_BEGIN',
+           'RESULTS_END', 'stack_versions', 'git_commit', 'machine', 'keys_as_run', 'busy_seconds', 'time_budget',
+           'core_use', 'paired_wide', 'cpu_note', 'world_group', 'table2_over_worlds', 'worlds_markdown', 'table2_note',
+           'run_report', 'seed_verdict', 'naive_row', 'Precondition', 'gated_verdict', 'missing_pre',
+           'claim_preconditions', 'table2_preconditions', 'claims', 'report_header', 'report_section', 'folder_readme',
+           'readme_results', 'compact_claims', 'with_results']
 
 # %% ../nbs/14_report.ipynb #1f2312c7
 import ast, json, os, platform, re, shutil, subprocess, time
@@ -609,6 +610,73 @@ def _floor_pre(r) -> Precondition:
     floor, naive = float(r.delta_mean.iloc[0]), float(r.set_index("user").loc[nv, "delta_mean"])   # `realism_report`'s first row: the real user re-run
     return Precondition(name, f"noise floor ({r.user.iloc[0]} re-run) {floor:.3f} vs naive simulator {naive:.3f}", bool(floor < naive))
 
+# %% ../nbs/14_report.ipynb #dlpre001
+DIAL_CLAIMS = ("DIAL makes the simulator harder to tell from real users", "DIAL moves diversity towards the real user's",
+               "DIAL's simulator is no more compliant than its start", "DIAL keeps the task score's gap to the real user within 0.1")
+ARTIFACT_CLAIM = "simulator artifacts cause reward hacking"
+
+def _start_pre(it) -> Precondition:
+    name = "DIAL's start can be told from the real user"
+    s = it[it.simulator == "it0"] if _has(it, "task", "simulator", "fresh_accuracy", "fresh_acc_low", "fresh_acc_high") else None
+    if s is None or s.empty: return missing_pre(name, "dial_iterations_by_task")
+    return Precondition(name, "; ".join(f"{x.task}: fresh discriminators {x.fresh_accuracy:.3f} [{x.fresh_acc_low:.3f}, {x.fresh_acc_high:.3f}] (chance 0.5)"
+                                        for x in s.itertuples()), bool((s.fresh_acc_low > 0.5).all()))
+
+def _dpo_pre(it) -> Precondition:
+    name = "DIAL's DPO moves the simulator where its discriminator points"
+    g = it.dropna(subset=["dpo_gain_low"]) if _has(it, "task", "dpo_gain", "dpo_gain_low") else None
+    if g is None or g.empty: return missing_pre(name, "dial_iterations_by_task")
+    k = {t: (int((d.dpo_gain_low > 0).sum()), len(d)) for t, d in g.groupby("task", sort=False)}
+    return Precondition(name, "; ".join(f"{t}: {a} of {n} refinements raise their discriminator's log-odds beyond chance" for t, (a, n) in k.items()),
+                        all(a > 0 for a, _ in k.values()))
+
+def _gap_floor_pre(r, level:float=0.1) -> Precondition:
+    name = f"the return gap resolves {level:g}"
+    if not _has(r, "user", "J_gap"): return missing_pre(name, "realism")
+    floor = float(abs(r.J_gap.iloc[0]))                                   # `realism_report`'s first row: the real user re-run
+    return Precondition(name, f"noise floor ({r.user.iloc[0]} re-run) {floor:.3f}", bool(floor < level))
+
+def _trains_pre(a, bp, tasks:list[str]) -> Precondition:
+    name = "the ablation's budget trains a policy"
+    real = a[a.simulator == "real"] if _has(a, "simulator", "success") else None
+    if real is None or real.empty or not _has(bp, "task", "base"): return missing_pre(name, "ablation" if real is None or real.empty else "base_policy_checks")
+    (m, sd), base = _pm(real.success.iloc[0]), float(bp[bp.task.isin(tasks)].base.mean())
+    return Precondition(name, f"trained against the real user {m:.3f} ± {sd:.3f} vs the base policy {base:.3f} ({', '.join(tasks)})", bool(m - 2 * sd > base))
+
+
+# %% ../nbs/14_report.ipynb #dlpre002
+def _room_pre(o, measures:tuple[str, ...], name:str, above:bool) -> Precondition:
+    ("Whether DIAL's start lies further from the real user, on each of `measures` of `dial_outcomes`, than the half-width "
+     "of the change's 95 % interval (a move all the way to the real user would then exclude 0); `above`: the start must lie above it.")
+    m = o.set_index("measure").reindex([x for x in measures if x in set(o.measure)]) if _has(o, "measure", "real", "before", "change_low", "change_high") else None
+    m = m.dropna(subset=["before", "real", "change_low", "change_high"]) if m is not None else None
+    if m is None or m.empty: return missing_pre(name, "dial_outcomes")
+    room = (m.before - m.real) if above else (m.before - m.real).abs()
+    res = (m.change_high - m.change_low) / 2
+    return Precondition(name, "; ".join(f"{k}: start {m.before[k]:.3f}, real {m.real[k]:.3f}, apart {room[k]:+.3f} (resolution {res[k]:.3f})" for k in m.index),
+                        bool((room > res).all()))
+
+def claim_preconditions(figures_dir:str|Path, ablation_dir:str|Path|None=None, ablation_tasks:list[str]|None=None):
+    ("claim → the preconditions of DIAL's outcome claims and the artifact claim, from the tables the run wrote in "
+     "`figures_dir` (the ablation's from `ablation_dir` when given; its items' tasks `ablation_tasks`, default all).")
+    fig = Path(figures_dir)
+    read = lambda n, d=fig: pd.read_csv(Path(d) / f"{n}.csv") if (Path(d) / f"{n}.csv").exists() else None
+    it, o, r, rt, bp = (read(n) for n in ("dial_iterations_by_task", "dial_outcomes", "realism", "regret_transfer", "base_policy_checks"))
+    a = read("ablation", ablation_dir) if ablation_dir and read("ablation", ablation_dir) is not None else read("ablation")
+    tasks = list(ablation_tasks or (sorted(set(rt.task)) if _has(rt, "task") else []))
+    dpo = _dpo_pre(it)
+    pre = {DIAL_CLAIMS[0]: [_start_pre(it), dpo],
+           DIAL_CLAIMS[1]: [dpo, _room_pre(o, ("distinct_2", "mattr"), "DIAL's start differs from the real user in diversity", above=False)],
+           DIAL_CLAIMS[2]: [dpo, _room_pre(o, ("accept_wrong", "leak"), "DIAL's start complies more than the real user", above=True)],
+           DIAL_CLAIMS[3]: [dpo, _gap_floor_pre(r)],
+           ARTIFACT_CLAIM: [_regret_pre(rt, tasks), _trains_pre(a, bp, tasks)]}
+    return lambda claim: pre.get(claim, [])
+
+def _gated(row:dict, pre:list[Precondition]) -> dict:
+    "`row` with its preconditions and the verdict they allow (`gated_verdict`); a row without preconditions or not run, as it is."
+    if not pre or row.get("verdict") == "not run": return row
+    return dict(row, precondition="; ".join(map(str, pre)), verdict=gated_verdict(row["verdict"], pre))
+
 # %% ../nbs/14_report.ipynb #09151f2f
 def table2_preconditions(figures_dir:str|Path):
     "(comparison, task) → the preconditions (`Precondition`s) of the Table 2 claim on it, from the tables the run wrote in `figures_dir`."
@@ -632,9 +700,9 @@ def _holm_column(p:pd.Series) -> list[str]:
     return [f"p {a:.3f}; Holm {b:.3f}" if np.isfinite(a) else "—" for a, b in zip(p, adj)]
 
 # %% ../nbs/14_report.ipynb #771b9d43
-def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFrame:
-    ("The papers' claims with this run's effect, CI and verdict, from the tables in `figures_dir` (the artifact claim "
-     "from `ablation_dir` when given); a missing table: a row saying so.")
+def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None, ablation_tasks:list[str]|None=None) -> pd.DataFrame:
+    ("The papers' claims with this run's effect, CI, preconditions and verdict, from the tables in `figures_dir` (the "
+     "artifact claim from `ablation_dir` when given, on `ablation_tasks`); a missing table: a row saying so.")
     fig, rows = Path(figures_dir), []
     read = lambda n: pd.read_csv(fig / f"{n}.csv") if (fig / f"{n}.csv").exists() else None
     missing = lambda claim, n: dict(claim=claim, evidence=f"`{n}` missing", effect="—", ci="—", verdict="not run")
@@ -648,9 +716,7 @@ def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFram
                      for r in _paired_claims(p, claim, [(comp, task)])]
     else: rows += [missing(c, "table2_seed_paired") for c in dict.fromkeys(c for c, *_ in SEED_CLAIMS)]
     r = read("realism")
-    if r is not None:
-        pre = [_floor_pre(r)]
-        rows += [dict(c, precondition="; ".join(map(str, pre)), verdict=gated_verdict(c["verdict"], pre)) for c in _realism_claims(r, read("realism_comparison"))]
+    if r is not None: rows += [_gated(c, [_floor_pre(r)]) for c in _realism_claims(r, read("realism_comparison"))]
     else: rows.append(missing("the calibrated simulator has a smaller δ̂ and sim-to-real gap", "realism"))
     o = read("dial_outcomes")
     rows += _dial_claims(o, r, read("dial_control"), read("dial_acceptance_control")) if o is not None else [missing("DIAL makes the simulator harder to tell from real users", "dial_outcomes")]
@@ -667,6 +733,8 @@ def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None) -> pd.DataFram
         if ablation_dir and (Path(ablation_dir) / "naive_dose.csv").exists(): row["evidence"] = f"naive_dose (13, `{Path(ablation_dir).name}/`: the ablation profile's run)"
         rows.append(row)
     else: rows.append(missing("training against the naive simulator costs more where its regret is larger (answer-leak dose–response)", "naive_dose"))
+    pre_of = claim_preconditions(fig, ablation_dir, ablation_tasks)
+    rows = [x if "precondition" in x else _gated(x, pre_of(x["claim"])) for x in rows]
     C = pd.DataFrame(rows, columns=["claim", "evidence", "effect", "ci", "p", "precondition", "verdict"])
     C["holm"], C["precondition"] = _holm_column(C.p), C.precondition.fillna("—")
     return C[["claim", "evidence", "effect", "ci", "holm", "precondition", "verdict"]]

@@ -78,6 +78,41 @@ def test_a_failed_precondition_makes_the_claim_untestable(tmp_path, regret_holds
     assert "(c) the calibrated simulator is closer where training looks: `calibration_on_policy` not written by this run — not measured" in row.precondition
     assert row.holm.startswith("p ") and "Holm" in row.holm
 
+def _dial_tables(d, start_low, gain_low, leak_before):
+    "07's tables for a DIAL run: every measure fell beyond chance, from a start told apart at `start_low`, refined with gains above `gain_low`."
+    pd.DataFrame([dict(task=t, simulator=s, fresh_accuracy=start_low + 0.05, fresh_acc_low=start_low, fresh_acc_high=start_low + 0.1,
+                       dpo_gain=gain_low + 0.2, dpo_gain_low=gain_low if s != "it1" else np.nan) for t in ("math-chat", "docedit-chat") for s in ("it0", "it1")]
+                 ).to_csv(d / "dial_iterations_by_task.csv", index=False)
+    pd.DataFrame([dict(measure="disc_accuracy", real=0.5, before=0.85, after=0.6, change_low=-0.3, change_high=-0.2, gap_low=np.nan, gap_high=np.nan),
+                  dict(measure="accept_wrong", real=0.0, before=0.6, after=0.1, change_low=-0.6, change_high=-0.4, gap_low=-0.6, gap_high=-0.4),
+                  dict(measure="leak", real=0.0, before=leak_before, after=0.0, change_low=-0.06, change_high=-0.01, gap_low=-0.06, gap_high=-0.01)]
+                 ).assign(before_name="it0", after_name="it1").to_csv(d / "dial_outcomes.csv", index=False)
+
+@pytest.mark.parametrize("start_low, gain_low, leak_before, want", [
+    (0.8, 0.5, 0.05, ("reproduced", "reproduced")),                                   # told apart, moved, room to fall: the interval rule decides
+    (0.45, 0.5, 0.05, ("untestable here (failed: DIAL's start can be told from the real user)", "reproduced")),
+    (0.8, -0.1, 0.05, ("untestable here (failed: DIAL's DPO moves the simulator where its discriminator points)",) * 2),   # DIAL never acted
+    (0.8, 0.5, 0.01, ("reproduced", "untestable here (failed: DIAL's start complies more than the real user)")),          # a leak of 0.01 cannot fall measurably
+])
+def test_dials_outcomes_are_untestable_where_dial_had_nothing_to_do(tmp_path, start_low, gain_low, leak_before, want):
+    _dial_tables(tmp_path, start_low, gain_low, leak_before)
+    v = claims(tmp_path).set_index("claim").verdict
+    assert (v["DIAL makes the simulator harder to tell from real users"], v["DIAL's simulator is no more compliant than its start"]) == want
+
+@pytest.mark.parametrize("regret_holds, real, want", [
+    (True, "0.700 ± 0.020", "reproduced"), (False, "0.700 ± 0.020", "untestable here (failed: (a) regret transfer)"),
+    (True, "0.520 ± 0.020", "untestable here (failed: the ablation's budget trains a policy)"),   # trained against the real user, no better than the base
+])
+def test_the_artifact_claim_needs_an_exploit_and_a_budget_that_trains(tmp_path, regret_holds, real, want):
+    pd.DataFrame([dict(simulator="real", reward_path="judge", seeds=3, success=real, drop="0.000 ± 0.000", probe_leak_rewarded="0 ± 0", probe_accept_wrong="0 ± 0"),
+                  dict(simulator="mix", reward_path="judge", seeds=3, success="0.4 ± 0.02", drop="0.300 ± 0.030", probe_leak_rewarded="0.6 ± 0.1", probe_accept_wrong="0 ± 0")]
+                 ).to_csv(tmp_path / "ablation.csv", index=False)
+    pd.DataFrame([dict(task="math-chat", base=0.5, perfect_asker=0.9)]).to_csv(tmp_path / "base_policy_checks.csv", index=False)
+    pd.DataFrame([dict(task=t, naive_optimal="waits for leaks", best_real="always asks", regret=30.0 * regret_holds, regret_low=20.0 * regret_holds,
+                       regret_high=40.0 * regret_holds, holds=regret_holds) for t in ("math-chat", "docedit-chat")]).to_csv(tmp_path / "regret_transfer.csv", index=False)
+    row = claims(tmp_path, ablation_tasks=["math-chat"]).set_index("claim").loc["simulator artifacts cause reward hacking"]
+    assert row.verdict == want and "docedit-chat" not in row.precondition      # the ablation's own tasks only
+
 def test_the_interval_over_worlds_takes_the_world_as_its_unit():
     # tolerances: means of a few exact numbers in float64; pytest.approx's default 1e-6, and 1e-4 where t(1) = 12.7062 is printed to 4 decimals
     "Two worlds whose seeds agree inside each but not with each other: one world's interval is sure, the pooled one is not."
