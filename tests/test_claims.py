@@ -99,15 +99,15 @@ def test_dials_outcomes_are_untestable_where_dial_had_nothing_to_do(tmp_path, st
     v = claims(tmp_path).set_index("claim").verdict
     assert (v["DIAL makes the simulator harder to tell from real users"], v["DIAL's simulator is no more compliant than its start"]) == want
 
-@pytest.mark.parametrize("regret_holds, real, want", [
-    (True, "0.700 ± 0.020", "reproduced"), (False, "0.700 ± 0.020", "untestable here (failed: (a) regret transfer)"),
-    (True, "0.520 ± 0.020", "untestable here (failed: the ablation's budget trains a policy)"),   # trained against the real user, no better than the base
+@pytest.mark.parametrize("regret_holds, control, want", [
+    (True, "0.400 ± 0.030", "reproduced"), (False, "0.400 ± 0.030", "untestable here (failed: (a) regret transfer)"),
+    (True, "0.040 ± 0.030", "untestable here (failed: the ablation's budget can move a policy)"),   # the positive control did not move
 ])
-def test_the_artifact_claim_needs_an_exploit_and_a_budget_that_trains(tmp_path, regret_holds, real, want):
-    pd.DataFrame([dict(simulator="real", reward_path="judge", seeds=3, success=real, drop="0.000 ± 0.000", probe_leak_rewarded="0 ± 0", probe_accept_wrong="0 ± 0"),
-                  dict(simulator="mix", reward_path="judge", seeds=3, success="0.4 ± 0.02", drop="0.300 ± 0.030", probe_leak_rewarded="0.6 ± 0.1", probe_accept_wrong="0 ± 0")]
+def test_the_artifact_claim_needs_an_exploit_and_a_budget_that_moves_a_policy(tmp_path, regret_holds, control, want):
+    pd.DataFrame([dict(simulator="real", reward_path="judge", seeds=3, drop="0.000 ± 0.000", probe_leak_rewarded="0 ± 0", probe_accept_wrong="0 ± 0"),
+                  dict(simulator="mix", reward_path="judge", seeds=3, drop="0.300 ± 0.030", probe_leak_rewarded="0.6 ± 0.1", probe_accept_wrong="0 ± 0"),
+                  dict(simulator="mix", reward_path="verdict", seeds=3, drop=control, probe_leak_rewarded="0.2 ± 0.1", probe_accept_wrong="0.7 ± 0.1")]
                  ).to_csv(tmp_path / "ablation.csv", index=False)
-    pd.DataFrame([dict(task="math-chat", base=0.5, perfect_asker=0.9)]).to_csv(tmp_path / "base_policy_checks.csv", index=False)
     pd.DataFrame([dict(task=t, naive_optimal="waits for leaks", best_real="always asks", regret=30.0 * regret_holds, regret_low=20.0 * regret_holds,
                        regret_high=40.0 * regret_holds, holds=regret_holds) for t in ("math-chat", "docedit-chat")]).to_csv(tmp_path / "regret_transfer.csv", index=False)
     row = claims(tmp_path, ablation_tasks=["math-chat"]).set_index("claim").loc["simulator artifacts cause reward hacking"]
