@@ -798,7 +798,8 @@ def readme_results(figures_dir:str|Path, rel:str) -> str:
     figs = re.findall(r"!\[([^\]]*)\]\(([^)]+\.png)\)", report_section(rep, "Key figures"))
     head = f"![{figs[0][0]}]({rel}/{figs[0][1]})\n\n" if figs else ""
     return "\n".join([RESULTS_BEGIN.format(report=f"{rel}/report.md"),
-                      f"From [`{rel}/report.md`]({rel}/report.md): `calirl reproduce --profile {h['profile']}` at commit `{h['commit']}`, written {h['written']}.\n",
+                      f"From [`{rel}/report.md`]({rel}/report.md), the report of `calirl reproduce --profile {h['profile']}`, written at commit `{h['commit']}` "
+                      f"on {h['written']} (how the run was made: [`{rel}/README.md`]({rel}/README.md)).\n",
                       head + f"**The papers' claims** in short (the evidence and intervals of each: [the report]({rel}/report.md)):\n",
                       compact_claims(figures_dir) or report_section(rep, "The papers' claims"), *_table2_quote(rep), RESULTS_END])
 
