@@ -725,7 +725,7 @@ def claims(figures_dir:str|Path, ablation_dir:str|Path|None=None, ablation_tasks
     if a is not None and (~a.simulator.isin(["real", "sft", "dial"])).any():
         row = _ablation_claim(a)
         if ablation_dir: row["evidence"] = row["evidence"].replace("(13)", f"(13, `{Path(ablation_dir).name}/`: the ablation profile's run, with its own "
-                                                                   f"training steps and seeds, on the models this run had when it ran: its README names them)")
+                                                                   f"training steps and seeds, on the models of the tiny run its README names)")
         rows.append(row)
     else: rows.append(missing("simulator artifacts cause reward hacking", "ablation"))
     nd = pd.read_csv(Path(ablation_dir) / "naive_dose.csv") if ablation_dir and (Path(ablation_dir) / "naive_dose.csv").exists() else read("naive_dose")
