@@ -233,7 +233,7 @@ RESULTS_STAGES = [   # evaluation, case studies, validity, ablation, the report
           makes={"eval_results": "eval/results.parquet", "eval_transcripts": "eval/transcripts.parquet"},
           summary="every policy against the evaluation user, 3 seeds; Table 2 (Markdown + CSV, paper numbers beside), bars, "
                   "turns to success"),
-    Stage("10a_calibration_on_policy", "Thm 3.2, §4.1–4.2", "calirl.calibration", runs_on="gpu", worlds=("tiny",),
+    Stage("10a_calibration_on_policy", "Thm 3.2, §4.1–4.2", "calirl.calibration", runs_on="gpu", worlds=("tiny",), cores=("workers",),
           needs=("04c_base_policy", "06_simulator_sft", "07_dial", "09_grpo", "09b_grpo_calibrated"),   # the base, the simulators, the trained policies and their logs
           refuses_because="its δ̂, accept and reveal readings are the tiny world's text rules over scripted users' items, and its "
                           "common-random-numbers check needs a seeded real user",
