@@ -565,14 +565,18 @@ def _cost_pre(by_seed, task:str) -> Precondition:
     return Precondition(name, f"Naive − Oracle {m:+.1f} [{lo:+.1f}, {hi:+.1f}] over {len(d)} seeds", bool(hi < 0) if np.isfinite(hi) else None)
 
 def _onpolicy_pre(cal, tasks:list[str]) -> Precondition:
+    ("(c): on each policy's own conversations (one pair per task, policy and training seed), the Phase I simulator's δ̂ "
+     "and return gap minus the naive simulator's; holds when both t intervals lie below 0, as (a) and (b) ask of theirs.")
     name = "(c) the calibrated simulator is closer where training looks"
-    c = cal[cal.task.isin(tasks) & (cal.role == "simulator" if "role" in cal else True)] if _has(cal, "task", "user", "policy", "delta_mean", "J_gap") else None   # not the real user's re-run
+    c = cal[cal.task.isin(tasks) & (cal.role == "simulator" if "role" in cal else True)] if _has(cal, "task", "user", "policy", "train_seed", "delta_mean", "J_gap") else None   # not the real user's re-run
     if c is None or c.empty or "sft-simulator" not in set(c.user): return missing_pre(name, "calibration_on_policy")
     naive = next(u for u in c.user.unique() if not u.startswith(("sft", "dial")))
+    w = c.pivot_table(index=["task", "policy", "train_seed"], columns="user", values=["delta_mean", "J_gap"])
+    (dm, dlo, dhi), (gm, glo, ghi) = (seed_interval((w[v]["sft-simulator"] - w[v][naive]).dropna().to_numpy()) for v in ("delta_mean", "J_gap"))
     m = c.groupby("user")[["delta_mean", "J_gap"]].mean()
-    s, n = m.loc["sft-simulator"], m.loc[naive]
-    return Precondition(name, f"on {c.policy.nunique()} policies' own conversations: δ̂ {s.delta_mean:.3f} vs {n.delta_mean:.3f} ({naive}), "
-                              f"return gap {s.J_gap:.3f} vs {n.J_gap:.3f}", bool(s.delta_mean < n.delta_mean and s.J_gap < n.J_gap))
+    return Precondition(name, f"on {len(w)} policy × seed × task conversation sets: δ̂ {m.delta_mean['sft-simulator']:.3f} vs {m.delta_mean[naive]:.3f} ({naive}), "
+                              f"Phase I − naive {dm:+.3f} [{dlo:+.3f}, {dhi:+.3f}]; return gap {m.J_gap['sft-simulator']:.3f} vs {m.J_gap[naive]:.3f}, "
+                              f"{gm:+.3f} [{glo:+.3f}, {ghi:+.3f}] (both intervals must lie below 0)", bool(dhi < 0 and ghi < 0))
 
 def _headroom_pre(bp, by_seed, task:str) -> Precondition:
     name = "(d) headroom"

@@ -78,6 +78,20 @@ def test_a_failed_precondition_makes_the_claim_untestable(tmp_path, regret_holds
     assert "(c) the calibrated simulator is closer where training looks: `calibration_on_policy` not written by this run — not measured" in row.precondition
     assert row.holm.startswith("p ") and "Holm" in row.holm
 
+@pytest.mark.parametrize("gaps, holds", [([0.10, 0.11, 0.09], "holds"), ([0.05, 0.35, 0.10], "fails")])
+def test_the_on_policy_precondition_needs_both_intervals_below_zero(tmp_path, gaps, holds):
+    "(c) on three policies: the Phase I simulator's return gap below the naive one's on each, or only on average (0.167 vs 0.2)."
+    pd.DataFrame([dict(task="math-chat", policy=p, train_seed=0, user=u, role="simulator", delta_mean=d, J_gap=g)
+                  for p, gs in zip(("base", "Naive Interactive", "Oracle"), gaps) for u, d, g in (("naive-simulator", 0.4, 0.2), ("sft-simulator", 0.2, gs))]
+                 ).to_csv(tmp_path / "calibration_on_policy.csv", index=False)
+    m, lo, hi = seed_interval([5.0, 6.0, 7.0])
+    pd.DataFrame([dict(comparison="Calibrated Interactive − Naive Interactive", task="math-chat", diff=m, ci_low=lo, ci_high=hi,
+                       half_width=(hi - lo) / 2, seeds=3, per_seed="+5.0, +6.0, +7.0", paper_effect=np.nan, seeds_for_paper_effect=None)]
+                 ).to_csv(tmp_path / "table2_seed_paired.csv", index=False)
+    row = claims(tmp_path).set_index("evidence").loc["Calibrated Interactive − Naive Interactive, math-chat (×100)"]
+    assert f"(both intervals must lie below 0) — {holds}" in row.precondition
+    assert row.verdict == ("reproduced" if holds == "holds" else "untestable here (failed: (c) the calibrated simulator is closer where training looks)")
+
 def _dial_tables(d, start_low, gain_low, leak_before):
     "07's tables for a DIAL run: every measure fell beyond chance, from a start told apart at `start_low`, refined with gains above `gain_low`."
     pd.DataFrame([dict(task=t, simulator=s, fresh_accuracy=start_low + 0.05, fresh_acc_low=start_low, fresh_acc_high=start_low + 0.1,
