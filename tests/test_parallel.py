@@ -65,7 +65,7 @@ def test_on_policy_calibration_does_not_depend_on_workers(smoke_reproduction):
     "10a's jobs (`policy_calibration`: one policy against every user model, built in its worker) on 1 and 2 workers."
     from functools import partial
     from calirl.artifacts import phase2_simulator_path
-    from calirl.calibration import policy_calibration
+    from calirl.calibration import OnPolicySettings, policy_calibration
     from calirl.tasks import validation_items
     project, r = smoke_reproduction
     assert r.returncode == 0, r.stderr[-5000:]
@@ -75,7 +75,7 @@ def test_on_policy_calibration_does_not_depend_on_workers(smoke_reproduction):
     sources = {"sft-simulator": model_source(run_dir, "simulator_sft"), f"dial-{Path(dial).name}": dial}
     items = {t: validation_items(prof.world, t, 4, prof.n_train_items, prof.n_eval_items, prof.seed) for t in prof.tasks}
     policies = [("base", prof.seed, model_source(run_dir, "policy_base")), ("Oracle", prof.seed, model_source(run_dir, "policy_oracle"))]
-    job = partial(policy_calibration, prof=prof, sim_sources=sources, items=items, n_samples=4, n_hist=4)
+    job = partial(policy_calibration, s=OnPolicySettings.of(prof), sim_sources=sources, items=items, n_samples=4, n_hist=4)
     one, two = pmap(job, policies, 1), pmap(job, policies, 2)
     for (a, _), (b, _) in zip(one, two): pd.testing.assert_frame_equal(a, b)
     assert set(one[0][0].user) >= set(sources) and one[0][0].user.nunique() == 4 and len(one[0][0]) == 4 * len(prof.tasks)   # the real user re-run, the naive and the LM simulators
