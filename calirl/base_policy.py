@@ -147,12 +147,12 @@ def _asks_first(items:list[TaskItem], convs:list) -> np.ndarray:
     return np.array([asks(by[c.item_id], next((m["content"] for m in c.messages if m["role"] == "assistant"), "")) for c in convs])
 
 # %% ../nbs/04c_base_policy.ipynb #ea5c91c7
-def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
+def ask_advantage(model, tok, items:list[TaskItem], G:int, H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0, user=None) -> dict:
     ("First-turn ask rate, and mean reward and group-normalised advantage of episodes that open with a question vs the "
-     "rest.")
+     "rest, against `user` (default: the scripted human).")
     from calirl.backends import HFBackend
     from calirl.rollout import PolicySpeaker, Sampling
-    convs = converse(scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len)), items, H, seed, G)
+    convs = converse(user or scripted_human(), PolicySpeaker(HFBackend(model, tok), tok, Sampling(max_new_tokens, temperature, seed, max_len=max_len)), items, H, seed, G)
     R = _scores(items, convs).reshape(-1, G)
     A = ((R - R.mean(1, keepdims=True)) / (R.std(1, ddof=1, keepdims=True) + 1e-4)).ravel()
     ask = _asks_first(items, convs)

@@ -48,6 +48,7 @@ class UserKnobs:
     typo_rate: float = 0.03
     patience: int = 5
     early_stop: float = 0.0
+    wrong_patience: int = 0         # 0: wrong answers end the chat only through `patience`
 
 HUMAN = UserKnobs()
 ARTIFACT = UserKnobs(vagueness=0.0, deflect=0.0, accept_wrong=0.6, leak=0.4, collapse=0.9, typo_rate=0.0, patience=7)
@@ -159,6 +160,9 @@ def reply(self:ScriptedUser, item:TaskItem, chat:Chat, state:dict, rng) -> UserT
         if rng.random() < k.accept_wrong:
             return UserTurn(say("accept", rng, k) + " " + TERMINATE, True, ("accept_wrong",))
         text, acts = say("reject" if math else "reject_doc", rng, k), ["reject"]
+        state["wrong"] = state.get("wrong", 0) + 1
+        if k.wrong_patience and state["wrong"] >= k.wrong_patience:     # no draw unless set: the other users' streams stay as they were
+            return UserTurn(say("give_up", rng, k) + " " + TERMINATE, True, ("reject", "give_up"))
     elif "?" in last:
         if left and rng.random() >= k.deflect:
             state["revealed"].append(left[0])

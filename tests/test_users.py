@@ -114,3 +114,13 @@ def test_simulator_starts_from_the_base_policy(tmp_path):
     fresh, _ = simulator_init("tiny", ptok, "qwen2", 32, 1, False, 0)
     assert not all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), pol.state_dict().values()))
     with pytest.raises(ValueError, match="tiny-base"): simulator_init("tiny-base", ptok, "qwen2", 32, 1, False, 0)
+
+def test_wrong_patience_ends_the_chat_at_that_many_wrong_answers(items):
+    "A user who tolerates k wrong answers gives up at the k-th; the default (0) leaves the chat to `patience`."
+    asst = ScriptedAssistant(ask_rate=0.0, slip=1.0)                                  # every answer wrong
+    for k in (1, 2):
+        for x in converse(scripted_human(wrong_patience=k, patience=7), asst, items[:200], H=7, seed=6):
+            rejects = sum("reject" in a for a in x.user_acts)
+            assert rejects <= k and ("give_up" in x.user_acts[-1]) == (rejects == k), (k, x.user_acts)
+    base = converse(scripted_human(patience=7), asst, items[:200], H=7, seed=6)
+    assert max(sum("reject" in a for a in x.user_acts) for x in base) > 2              # without it, the human goes on rejecting
