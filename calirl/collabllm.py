@@ -55,7 +55,7 @@ def user_state(item:TaskItem, messages:Chat, acts:list[list[str]], seed_key:str=
     hidden = [f for f in fact_order(item) if f not in shown]
     n_rev = sum("reveal" in a for a in acts[1:])
     revealed = list(hidden) if any("leak_hidden" in a for a in acts) else hidden[:n_rev]
-    return {"seed": seed_key, "hidden": hidden, "revealed": revealed, "assistant_turns": turns}
+    return {"seed": seed_key, "hidden": hidden, "revealed": revealed, "assistant_turns": turns, "wrong": sum("reject" in a for a in acts)}
 
 # %% ../nbs/09a_collabllm.ipynb #21caa0de
 def withheld(item:TaskItem, messages:Chat, acts:list[list[str]]) -> list[str]:

@@ -234,9 +234,13 @@ def new_facts(item:TaskItem, chat:list, text:str) -> list[str]:
 
 # %% ../nbs/08_realism.ipynb #edcf740e
 def text_state(item:TaskItem, chat:list) -> dict:
-    "A scripted user's state as the text of `chat` shows it: withheld facts, those told, assistant turns replied to."
+    ("A scripted user's state as the text of `chat` shows it: withheld facts, those told, assistant turns replied to, "
+     "and the wrong answers among them (each was rejected, or the chat would have ended).")
+    from calirl.dialogue import committed, is_right
     hidden, told = _scan(item, chat)
-    return {"hidden": hidden, "revealed": told, "assistant_turns": max(sum(m["role"] == "assistant" for m in chat) - 1, 0)}
+    replied = [m["content"] for m in chat if m["role"] == "assistant"][:-1]
+    wrong = sum(a is not None and not is_right(item, a) for a in (committed(item, t) for t in replied))
+    return {"hidden": hidden, "revealed": told, "assistant_turns": len(replied), "wrong": wrong}
 
 # %% ../nbs/08_realism.ipynb #0171482c
 ACTS = ("reveal", "reject", "accept", "deflect", "nudge", "give_up", "leak", "other")

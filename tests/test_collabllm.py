@@ -99,6 +99,7 @@ def test_user_state_rebuilds_scripted_memory():
             msgs.append({"role": "user", "content": u.text}); acts.append(list(u.acts))
             rebuilt = user_state(it, msgs, acts)
             assert {k: rebuilt[k] for k in ("hidden", "revealed", "assistant_turns")} == {k: st[k] for k in ("hidden", "revealed", "assistant_turns")}
+            assert rebuilt["wrong"] == st.get("wrong", 0)
             if u.terminate: break
             msgs.append({"role": "assistant", "content": bot.act(it, msgs, st, turn_rng({"seed": "a"}, rnd))})
 

@@ -102,7 +102,7 @@ def test_text_state_equals_the_scripted_users_state(items):
         for r in range(5):
             chat.append({"role": "assistant", "content": R.TextAssistant().act(it, chat, st, random.Random(r))})
             ts = R.text_state(it, chat); n += 1
-            bad += (ts["hidden"], sorted(ts["revealed"]), ts["assistant_turns"]) != (st["hidden"], sorted(st["revealed"]), st["assistant_turns"])
+            bad += (ts["hidden"], sorted(ts["revealed"]), ts["assistant_turns"], ts["wrong"]) != (st["hidden"], sorted(st["revealed"]), st["assistant_turns"], st.get("wrong", 0))
             t = u.respond([it], [chat], [st])[0]; chat.append({"role": "user", "content": t.text})
             if t.terminate: break
     assert n > 300 and bad / n < 0.01
