@@ -17,12 +17,12 @@ from .dialogue import asks, committed, converse, is_right, turn_rng
 from .users import ScriptedAssistant, scripted_human
 
 # %% ../nbs/04c_base_policy.ipynb #3f55fd13
-def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0, keep_asking:bool=False) -> list[list[dict]]:
-    ("Chats (TRL `messages` format) of a scripted assistant with the scripted human on `n[task]` items of the `demo` "
-     "split per task.")
+def demonstrations(n:dict[str, int], ask_rate:float, slip:float, H:int, seed:int=0, keep_asking:bool=False, user=None) -> list[list[dict]]:
+    ("Chats (TRL `messages` format) of a scripted assistant with `user` (default: the scripted human) on `n[task]` "
+     "items of the `demo` split per task.")
     out = []
     for task, k in n.items():
-        ds = converse(scripted_human(), ScriptedAssistant(ask_rate, slip, keep_asking=keep_asking), tiny_items(task, "demo", k, seed), H, seed)
+        ds = converse(user or scripted_human(), ScriptedAssistant(ask_rate, slip, keep_asking=keep_asking), tiny_items(task, "demo", k, seed), H, seed)
         out += [d.messages for d in ds]
     return out
 
@@ -122,14 +122,15 @@ def _success(items:list[TaskItem], convs:list) -> float:
     "Mean task reward of conversations."
     return float(_scores(items, convs).mean())
 
-def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0) -> dict:
-    "Success of the base policy and of the `PerfectAsker` around it against the scripted human, on `items` (one task)."
+def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temperature:float, max_len:int, seed:int=0, user=None) -> dict:
+    ("Success of the base policy and of the `PerfectAsker` around it against `user` (default: the scripted human), on "
+     "`items` (one task).")
     from calirl.backends import HFBackend                   # the rollout engine comes later in the pipeline (`05_rollout`)
     from calirl.rollout import PolicySpeaker, Sampling, TextPolicy
     be = HFBackend(model, tok)
     s = Sampling(max_new_tokens, temperature, seed, max_len=max_len)
-    base = converse(scripted_human(), PolicySpeaker(be, tok, s), items, H, seed)
-    asker = converse(scripted_human(), PerfectAsker(TextPolicy(be, tok, s)), items, H, seed)
+    base = converse(user or scripted_human(), PolicySpeaker(be, tok, s), items, H, seed)
+    asker = converse(user or scripted_human(), PerfectAsker(TextPolicy(be, tok, s)), items, H, seed)
     b, p = _success(items, base), _success(items, asker)
     return dict(base=b, perfect_asker=p, headroom=p - b, base_asks_first=float(np.mean(_asks_first(items, base))),
                 informed_right=float(np.mean(informed_right(items, asker))))
