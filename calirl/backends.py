@@ -478,6 +478,9 @@ def assert_logprobs_close(model, prompts:list[list[int]], outs:list, a, b, T:flo
     from calirl.runtime import assert_order_close
     n, d = forward_reduction(model.config, max(len(p) + len(o.token_ids) for p, o in zip(prompts, outs)), logprobs=True)
     with torch.no_grad(): scale = max((model(torch.tensor([p + o.token_ids])).logits / T).abs().max().item() for p, o in zip(prompts, outs))
+    if len(a) and isinstance(a[0], (list, tuple)):             # one list per completion: completions stop at their own lengths
+        assert [len(x) for x in a] == [len(x) for x in b], ([len(x) for x in a], [len(x) for x in b])
+        a, b = [v for x in a for v in x], [v for x in b for v in x]
     return assert_order_close(a, b, n, d, scale=scale)        # the values rounded are the logits / T, not the log-probabilities
 
 # %% ../nbs/04a_backends.ipynb #587d3e85
