@@ -129,8 +129,9 @@ def headroom(model, tok, items:list[TaskItem], H:int, max_new_tokens:int, temper
     from calirl.rollout import PolicySpeaker, Sampling, TextPolicy
     be = HFBackend(model, tok)
     s = Sampling(max_new_tokens, temperature, seed, max_len=max_len)
-    base = converse(user or scripted_human(), PolicySpeaker(be, tok, s), items, H, seed)
-    asker = converse(user or scripted_human(), PerfectAsker(TextPolicy(be, tok, s)), items, H, seed)
+    user = user or scripted_human()
+    base = converse(user, PolicySpeaker(be, tok, s), items, H, seed)
+    asker = converse(user, PerfectAsker(TextPolicy(be, tok, s)), items, H, seed)
     b, p = _success(items, base), _success(items, asker)
     return dict(base=b, perfect_asker=p, headroom=p - b, base_asks_first=float(np.mean(_asks_first(items, base))),
                 informed_right=float(np.mean(informed_right(items, asker))))
