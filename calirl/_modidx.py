@@ -199,6 +199,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'calirl.components._calibrated': ('components.html#_calibrated', 'calirl/components.py'),
                                    'calirl.components._endpoint': ('components.html#_endpoint', 'calirl/components.py'),
                                    'calirl.components._evaluation': ('components.html#_evaluation', 'calirl/components.py'),
+                                   'calirl.components._human': ('components.html#_human', 'calirl/components.py'),
                                    'calirl.components._knobs': ('components.html#_knobs', 'calirl/components.py'),
                                    'calirl.components._naive': ('components.html#_naive', 'calirl/components.py'),
                                    'calirl.components._oracle': ('components.html#_oracle', 'calirl/components.py'),

@@ -147,8 +147,8 @@ def make_judge(kind:str, cache:dict|None=None, **args):
 
 # %% ../nbs/05a_components.ipynb #726f5d4c
 ROLES = {   # role -> the profile keys it reads
-    "oracle": ("oracle_model", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
-    "evaluation": ("eval_backend", "oracle_model", "openai_base_url", "serve", "max_new_tokens", "eval_temperature"),
+    "oracle": ("oracle_model", "human_wrong_patience", "eval_backend", "openai_base_url", "serve", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
+    "evaluation": ("eval_backend", "oracle_model", "human_wrong_patience", "openai_base_url", "serve", "max_new_tokens", "eval_temperature"),
     "naive": ("naive_simulator", "simulator_model", "simulator_backend", "device", "dtype", "max_new_tokens", "seed"),
     "calibrated": ("phase2_simulator", "simulator_backend", "device", "dtype", "max_new_tokens", "sim_temperature", "seed"),
 }
@@ -173,16 +173,26 @@ def _served(k:dict) -> dict:
     if k["eval_backend"] == "openai": return _endpoint(k)
     return dict(backend=k["simulator_backend"], device=k["device"], dtype=k["dtype"])
 
+def _human(k:dict) -> dict:
+    ("The scripted human, with its patience for wrong answers when the profile sets one (at 0 the spec names no knob, "
+     "as before the key existed); a set patience is an error unless `oracle_model = scripted`.")
+    n = k["human_wrong_patience"]
+    if n and k["oracle_model"] != "scripted": raise ComponentError(f"human_wrong_patience = {n} sets the scripted human's "
+                                                                   "patience: it needs `oracle_model = scripted`")
+    return dict(kind="scripted-human", **({"wrong_patience": n} if n else {}))
+
 def _oracle(k:dict, run_dir) -> dict:
     "The oracle: the scripted human, or `oracle_model` prompted."
-    if k["oracle_model"] == "scripted": return dict(kind="scripted-human")
+    human = _human(k)
+    if k["oracle_model"] == "scripted": return human
     return dict(kind="prompted", model=k["oracle_model"], **_served(k), max_new_tokens=k["max_new_tokens"], temperature=1.0,
                 name=f"oracle:{k['oracle_model']}", seed=k["seed"])
 
 def _evaluation(k:dict, run_dir) -> dict:
     "The evaluation user: the scripted human, or `oracle_model` behind the endpoint."
     if k["eval_backend"] not in ("scripted", "openai"): raise unknown("eval_backend", k["eval_backend"], ("scripted", "openai"))
-    if k["eval_backend"] == "scripted": return dict(kind="scripted-human")
+    human = _human(k)
+    if k["eval_backend"] == "scripted": return human
     if k["oracle_model"] == "scripted": raise ComponentError("eval_backend = openai needs `oracle_model` to name the "
                                                              "served model, not `scripted`")
     return dict(kind="prompted", model=k["oracle_model"], **_endpoint(k), max_new_tokens=k["max_new_tokens"],

@@ -97,6 +97,9 @@ class WorldKeys(Checked):
     policy_model: str = _key("policy π: `tiny` builds one locally, otherwise a hub id (pinned: `org/model@revision`) or local path (`./…`: relative to the project)")
     simulator_model: str = _key("user simulator U_θ before Phase I: `tiny` (fresh weights), `tiny-base` (the tiny base policy's), a hub id (pinned: `org/model@revision`) or a path (`./…`: relative to the project)")
     oracle_model: str = _key("oracle user / evaluation environment: `scripted` (tiny world) or a model id or path (`./…`: relative to the project)")
+    human_wrong_patience: int = _key("oracle_model = scripted: the scripted human ends the chat at its k-th rejected answer "
+                                     "(k = this; 0: wrong answers end it only through its turn patience). The world's real "
+                                     "user in every role that plays it (04c, Phase I's traces, evaluation, the ablation)", lo=0, hi=64)
     judge_model: str = _key("accuracy judge: `verifier` (programmatic) or a model id or path (`./…`: relative to the project)")
     judge_max_new_tokens: int = _key("max new tokens of one reply of a judge model (its reasoning and verdict)", lo=1, hi=32_768)
     judge_concurrency: int = _key("requests a judge behind the OpenAI-compatible endpoint has in flight at once: a batch of conversations is scored "

@@ -162,3 +162,23 @@ def test_the_evaluation_user_and_judge_through_an_endpoint_answer_as_the_same_mo
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+def test_the_worlds_human_has_one_patience_for_wrong_answers_in_every_role_that_plays_it(no_loading):
+    "`human_wrong_patience` reaches the oracle, the evaluation user and the ablation's artifact users; at 0 the specs are unchanged."
+    from dataclasses import replace
+    from calirl.ablation import ablation_user
+    from calirl.users import scripted_human
+    tiny = load_profile("tiny", ROOT / "settings.ini")
+    assert tiny.human_wrong_patience == 0
+    assert [C.user_spec(r, tiny) for r in ("oracle", "evaluation")] == [dict(kind="scripted-human")] * 2
+    patient = replace(tiny, human_wrong_patience=2)
+    assert [C.user_for(r, patient) for r in ("oracle", "evaluation")] == [scripted_human(wrong_patience=2)] * 2
+    assert [C.make_user(**ablation_user(s, 0.5, patient)).knobs.wrong_patience for s in ("real", "deflect", "leak_answer")] == [2, 2, 2]
+    assert C.user_spec("naive", patient) == C.user_spec("naive", tiny)           # the naive simulator is not the human
+    paper = replace(load_profile("paper", ROOT / "settings.ini"), human_wrong_patience=2)
+    for role in ("oracle", "evaluation"):
+        with pytest.raises(C.ComponentError, match="needs `oracle_model = scripted`"): C.user_spec(role, paper)
+
+def test_a_profile_refuses_a_negative_patience():
+    with pytest.raises(ProfileError, match="human_wrong_patience"):
+        load_profile("tiny", ROOT / "settings.ini", {"human_wrong_patience": "-1"})
