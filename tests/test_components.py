@@ -55,7 +55,8 @@ def test_phase2_dial_resolves_to_the_dial_iteration_07_chose(run_dir, no_loading
 def test_the_tiny_roles_build_todays_users(run_dir):
     from calirl.users import naive_simulator, scripted_human
     prof = load_profile("smoke", ROOT / "settings.ini")
-    assert [C.user_for(r, prof) for r in ("oracle", "evaluation", "naive")] == [scripted_human(), scripted_human(), naive_simulator()]
+    human = scripted_human(wrong_patience=prof.human_wrong_patience)
+    assert [C.user_for(r, prof) for r in ("oracle", "evaluation", "naive")] == [human, human, naive_simulator()]
     assert C.judge_for(prof) == "verifier"
 
 @pytest.mark.parametrize("call,says", [
@@ -168,8 +169,7 @@ def test_the_worlds_human_has_one_patience_for_wrong_answers_in_every_role_that_
     from dataclasses import replace
     from calirl.ablation import ablation_user
     from calirl.users import scripted_human
-    tiny = load_profile("tiny", ROOT / "settings.ini")
-    assert tiny.human_wrong_patience == 0
+    tiny = replace(load_profile("tiny", ROOT / "settings.ini"), human_wrong_patience=0)
     assert [C.user_spec(r, tiny) for r in ("oracle", "evaluation")] == [dict(kind="scripted-human")] * 2
     patient = replace(tiny, human_wrong_patience=2)
     assert [C.user_for(r, patient) for r in ("oracle", "evaluation")] == [scripted_human(wrong_patience=2)] * 2
