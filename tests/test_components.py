@@ -141,7 +141,7 @@ def test_the_evaluation_user_and_judge_through_an_endpoint_answer_as_the_same_mo
     try:
         url = f"http://127.0.0.1:{port}/v1"
         _wait_ready(url, proc, log, time.time() + 90)
-        over = dict(eval_backend="openai", openai_base_url=url, oracle_model=str(path), judge_model=str(path), eval_temperature=0.0,
+        over = dict(eval_backend="openai", openai_base_url=url, oracle_model=str(path), human_wrong_patience=0, judge_model=str(path), eval_temperature=0.0,
                     max_new_tokens=6)
         prof = load_profile("smoke", ROOT / "settings.ini", {k: str(v) for k, v in over.items()})
         user, judge = C.user_for("evaluation", prof), C.judge_for(prof)
