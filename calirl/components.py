@@ -178,7 +178,8 @@ def _human(k:dict) -> dict:
      "as before the key existed); a set patience is an error unless `oracle_model = scripted`.")
     n = k["human_wrong_patience"]
     if n and k["oracle_model"] != "scripted": raise ComponentError(f"human_wrong_patience = {n} sets the scripted human's "
-                                                                   "patience: it needs `oracle_model = scripted`")
+                                                                   "patience: it needs `oracle_model = scripted`; with a "
+                                                                   "model oracle, set `-p human_wrong_patience=0`")
     return dict(kind="scripted-human", **({"wrong_patience": n} if n else {}))
 
 def _oracle(k:dict, run_dir) -> dict:
