@@ -131,8 +131,7 @@ def ablation_user(simulator:str, strength:float|None, keys, run_dir:str|Path|Non
     if simulator == "mix": return user_spec("naive", keys)
     if simulator == "naive": return naive_dose_user(strength)
     if simulator in USER_ARTIFACTS:
-        patience = read_keys(keys, ("human_wrong_patience",), f"the {simulator} simulator")["human_wrong_patience"]
-        knobs = artifact_knobs(simulator, strength, replace(HUMAN, wrong_patience=patience))   # the world's real user, plus one artifact
+        knobs = artifact_knobs(simulator, strength, make_user(**user_spec("evaluation", keys)).knobs)   # the world's real user, plus one artifact
         return dict(kind="scripted-human", name=f"{simulator}@{strength:g}", **asdict(knobs))
     if simulator in ("sft", "dial"):
         names = tuple(k for k in ROLES["calibrated"] if k != "phase2_simulator")
