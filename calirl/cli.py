@@ -10,7 +10,7 @@ import argparse, json, sys
 from dataclasses import fields
 from pathlib import Path
 from .settings import Profile, ProfileError, key_range, parse_overrides, read_profiles, load_profile
-from .pipeline import PipelineError, find_project, format_plan, init_project, make_plan, project_template, run_paths, run_plan, state_problem
+from .pipeline import PipelineError, find_project, format_plan, init_project, make_plan, project_template, read_state, run_paths, run_plan, stale_line, stale_upstream, state_problem
 
 # %% ../nbs/00b_cli.ipynb #dd4c2ed5
 class _Parser(argparse.ArgumentParser):
@@ -255,6 +255,7 @@ def main(argv:list[str]|None=None) -> int:
         if a.dry_run:
             _note_damaged_state(root, prof.name)
             print(format_plan(prof, steps, root))
+            for name, behind in stale_upstream(steps, read_state(run_paths(root, prof.name)[0])).items(): print(stale_line(name, behind))
             return 0 if _preflight(root, prof, steps, dry_run=True) else 2
         if not _preflight(root, prof, steps, dry_run=False): return 2
         return run_plan(root, prof, steps, log=lambda m: print(m, file=sys.stderr, flush=True))

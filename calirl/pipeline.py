@@ -9,10 +9,10 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'PHASE
            'notebook_parameters', 'code_digest', 'settings_read', 'fingerprint', 'record_path', 'load_state_file',
            'recorded_state', 'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step', 'run_paths',
            'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell', 'quiet_kernel_manager',
-           'waits_for', 'notebook_cores', 'run_dag', 'run_environment', 'phases_path', 'reads_path', 'read_reads',
-           'read_phases', 'time_profile', 'pool_profile', 'settle_fingerprints', 'record_start', 'record_end',
-           'children_cpu_s', 'record_cores', 'read_cores', 'run_schedule', 'run_plan', 'run_started', 'compare_runs',
-           'format_comparison']
+           'waits_for', 'left_stale', 'as_run', 'stale_upstream', 'stale_line', 'notebook_cores', 'run_dag',
+           'run_environment', 'phases_path', 'reads_path', 'read_reads', 'read_phases', 'time_profile', 'pool_profile',
+           'settle_fingerprints', 'record_start', 'record_end', 'children_cpu_s', 'record_cores', 'read_cores',
+           'run_schedule', 'run_plan', 'run_started', 'compare_runs', 'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -205,6 +205,7 @@ class Step:
     action: str                     # run | done | skip
     makes: list = field(default_factory=list)
     why: str = ""                    # why a `skip` is a refusal (empty: not selected)
+    current: bool = False            # its last run is ok under these settings and code, and its artifacts exist
 
 def run_paths(root:str|Path, profile_name:str) -> tuple[Path, Path]:
     "`runs/<profile>` and `figures/<profile>` under `root`."
@@ -237,7 +238,7 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
         why = world_refusal(nb.stem, prof.world) if nb.stem in chosen else ""
         if why and only: raise PipelineError(why)
         if why: action = "skip"
-        steps.append(Step(nb.stem, nb, params, fp, action, makes, why))
+        steps.append(Step(nb.stem, nb, params, fp, action, makes, why, done))
     return prof, steps
 
 # %% ../nbs/00a_reproduce.ipynb #22d7271b
@@ -337,6 +338,34 @@ def waits_for(name:str, names:list[str]) -> set[str]:
     for n in want:
         if n in before: out |= {n} | waits_for(n, names)
     return out
+
+# %% ../nbs/00a_reproduce.ipynb #7b1d9e42
+def left_stale(steps:list[Step], state:dict) -> list[str]:
+    "The notebooks the plan `steps` leaves alone although they ran before (`state`) and are not up to date."
+    return [s.name for s in steps if s.action == "skip" and not s.why and not s.current and s.name in state]
+
+def as_run(steps:list[Step], state:dict) -> dict[str, str]:
+    ("Every notebook's fingerprint for the chain the runner records: the planned one, but for a notebook left stale "
+     "its last run's, marked, so that what runs after it now counts as out of date once it is brought up to date.")
+    behind = set(left_stale(steps, state))
+    return {s.name: f"stale:{state[s.name].get('fingerprint')}" if s.name in behind else s.fingerprint for s in steps}
+
+def stale_upstream(steps:list[Step], state:dict) -> dict[str, list[str]]:
+    ("For each notebook the plan `steps` runs, the notebooks it waits for that the plan leaves alone although they "
+     "ran before (`state`) and are not up to date: it will read what their last run made.")
+    names, stale = [s.name for s in steps], set(left_stale(steps, state))
+    out = {}
+    for s in steps:
+        if s.action != "run": continue
+        behind = sorted(waits_for(s.name, names) & stale, key=names.index)
+        if behind: out[s.name] = behind
+    return out
+
+def stale_line(name:str, behind:list[str]) -> str:
+    "One warning line: notebook `name` will read what the notebooks `behind` made before they went out of date."
+    shown = ", ".join(behind[:3]) + (f" and {len(behind) - 3} more" if len(behind) > 3 else "")
+    return (f"⚠ {name} reads what {shown} made, not up to date with these settings and code; "
+            f"its results follow their last run (rerun with --from {behind[0]} to bring them along)")
 
 # %% ../nbs/00a_reproduce.ipynb #6d768ac0
 def notebook_cores(prof:Profile, name:str, cores:int) -> tuple[int, int]:
@@ -607,7 +636,7 @@ def run_schedule(prof:Profile, todo:list[Step], names:list[str], state:dict) -> 
 
 # %% ../nbs/00a_reproduce.ipynb #de900035
 def _run_steps(root:Path, prof:Profile, todo:list[Step], n_done:int, log:Callable, progress:bool|None, planned:dict[str, str]|None=None) -> int:
-    "Run the steps `todo` as `waits_for` and the cores allow (`notebook_workers`, `notebook_cores`) (`planned`: every notebook's planned fingerprint, in order), recording each before and after; an exit code."
+    "Run the steps `todo` as `waits_for` and the cores allow (`notebook_workers`, `notebook_cores`) (`planned`: every notebook's fingerprint for the chain, `as_run`, in order), recording each before and after; an exit code."
     run_dir, fig_dir = run_paths(root, prof.name)
     os.environ.update(run_environment(root, prof))
     from calirl.runtime import CORES_ENV
@@ -654,6 +683,7 @@ def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, 
     todo, n_done = [s for s in steps if s.action == "run"], sum(s.action == "done" for s in steps)
     for s in steps:
         if s.why: log(f"calirl reproduce [{prof.name}]: not running {s.why}")
+    for name, behind in stale_upstream(steps, read_state(run_dir)).items(): log(stale_line(name, behind))
     nothing = f"calirl reproduce [{prof.name}]: all {n_done} selected notebook(s) up to date; nothing to run (--force reruns)"
     if not todo and state_problem(run_dir) is None:
         log(nothing)
@@ -665,7 +695,7 @@ def run_plan(root:str|Path, prof:Profile, steps:list[Step], log:Callable=print, 
             log(nothing)
             return 0
         sweep_stale(run_dir)
-        return _run_steps(root, prof, todo, n_done, log, progress, {s.name: s.fingerprint for s in steps})
+        return _run_steps(root, prof, todo, n_done, log, progress, as_run(steps, read_state(run_dir)))
     except OSError as e:
         log(f"✗ cannot write in {run_dir}: {e}; finished notebooks are kept — free space or fix permissions, then rerun")
         return 1

@@ -192,6 +192,21 @@ def test_interrupted_run_resumes_without_redoing_work(project):
     assert (project / "runs/smoke/artifacts/slow.txt").read_text() == "whole"
     assert not list((project / "runs/smoke/artifacts").glob(".*tmp-*"))      # stale temporaries swept
 
+def test_running_part_of_a_plan_names_the_stale_notebooks_it_reads(project):
+    "`--only` a notebook whose upstream changed since its last run: the run and the dry run say which one, once; bringing it along says nothing."
+    _add_nb(project, "99_make.ipynb", "from pathlib import Path", "(Path(run_dir) / 'made.txt').write_text('one')")
+    _add_nb(project, "99_read.ipynb", "from pathlib import Path", "print((Path(run_dir) / 'made.txt').read_text())")
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_make", "99_read", cwd=project)
+    assert r.returncode == 0 and "⚠" not in r.stderr, r.stderr
+    _add_nb(project, "99_make.ipynb", "from pathlib import Path", "(Path(run_dir) / 'made.txt').write_text('two')")   # its code changes
+    d = calirl("reproduce", "--profile", "smoke", "--only", "99_read", "--force", "--dry-run", cwd=project)
+    assert d.returncode == 0 and "⚠ 99_read reads what 99_make made, not up to date" in d.stdout, d.stdout
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_read", "--force", cwd=project)
+    warned = [l for l in r.stderr.splitlines() if l.startswith("⚠")]
+    assert r.returncode == 0 and len(warned) == 1 and "--from 99_make" in warned[0], r.stderr
+    r = calirl("reproduce", "--profile", "smoke", "--from", "99_make", cwd=project)
+    assert r.returncode == 0 and "⚠" not in r.stderr and "[2/2] 99_read" in r.stderr, r.stderr
+
 def _ok_run(project):
     "A one-notebook project run that succeeds: (run dir, executed copy, first result)."
     _add_nb(project, "99_ok.ipynb", "from pathlib import Path", "(Path(run_dir) / 'ok.txt').write_text('ok')")
