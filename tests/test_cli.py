@@ -204,8 +204,10 @@ def test_running_part_of_a_plan_names_the_stale_notebooks_it_reads(project):
     r = calirl("reproduce", "--profile", "smoke", "--only", "99_read", "--force", cwd=project)
     warned = [l for l in r.stderr.splitlines() if l.startswith("⚠")]
     assert r.returncode == 0 and len(warned) == 1 and "--from 99_make" in warned[0], r.stderr
-    r = calirl("reproduce", "--profile", "smoke", "--from", "99_make", cwd=project)
-    assert r.returncode == 0 and "⚠" not in r.stderr and "[2/2] 99_read" in r.stderr, r.stderr
+    r = calirl("reproduce", "--profile", "smoke", "--only", "99_make", cwd=project)             # brought up to date…
+    assert r.returncode == 0 and "⚠" not in r.stderr, r.stderr
+    d = calirl("reproduce", "--profile", "smoke", "--dry-run", cwd=project)                     # …what read its old output runs again
+    assert "99_read                run" in d.stdout and "99_make                done" in d.stdout and "⚠" not in d.stdout, d.stdout
 
 def _ok_run(project):
     "A one-notebook project run that succeeds: (run dir, executed copy, first result)."
