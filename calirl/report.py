@@ -270,7 +270,8 @@ def worlds_markdown(path:Path) -> str:
 
 # %% ../nbs/14_report.ipynb #b2d6f8a0
 RUN_KEYS = "run_keys.json"      # beside a run's tables: the profile keys its notebooks read, with their values
-WORLD_KEYS = ("seed",)          # what drawing the world again changes
+from .pipeline import FINGERPRINT_IGNORES
+WORLD_KEYS = ("seed", "replicates", "description", "notebook_workers", *FINGERPRINT_IGNORES)   # what a redraw may change: its seed, its name for its origin and its words, speed and logging
 NOT_POOLED = "worlds_not_pooled.md"
 
 def world_mismatch(keys:dict, other:str|Path) -> str:
