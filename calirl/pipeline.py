@@ -207,6 +207,7 @@ class Step:
     makes: list = field(default_factory=list)
     why: str = ""                    # why a `skip` is a refusal (empty: not selected)
     current: bool = False            # its last run is ok under these settings and code, and its artifacts exist
+    changed: bool = False            # not current on its own account: its code or the keys it reads changed since its last run, or that run failed
 
 def run_paths(root:str|Path, profile_name:str) -> tuple[Path, Path]:
     "`runs/<profile>` and `figures/<profile>` under `root`."
@@ -226,12 +227,14 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
     if only: chosen = {select(names, w) for w in only}
     if start: chosen = set(names[names.index(select(names, start)):])
     run_dir, fig_dir = run_paths(root, prof.name)
-    state, prev, steps = read_state(run_dir), "", []
+    state, prev, was, steps = read_state(run_dir), "", "", []
     for nb in nbs:
         params = notebook_parameters(nb, prof, run_dir.resolve(), fig_dir.resolve(), overrides)
         s = state.get(nb.stem, {})
-        fp = fingerprint(prev, nb, settings_read(prof, s.get("reads")))     # by the keys its last run read
-        prev = fp
+        keys = settings_read(prof, s.get("reads"))                          # by the keys its last run read
+        fp = fingerprint(prev, nb, keys)
+        own = s.get("status") == "ok" and s.get("fingerprint") == fingerprint(was, nb, keys)   # unchanged itself, after what ran before it
+        prev, was = fp, s.get("fingerprint", "")
         makes = list(stage(nb.stem).makes)
         done = (s.get("status") == "ok" and s.get("fingerprint") == fp
                 and all(artifact_path(run_dir, n).exists() for n in makes))
@@ -239,7 +242,7 @@ def make_plan(root:str|Path, profile_name:str, overrides:dict|None=None, only:li
         why = world_refusal(nb.stem, prof.world) if nb.stem in chosen else ""
         if why and only: raise PipelineError(why)
         if why: action = "skip"
-        steps.append(Step(nb.stem, nb, params, fp, action, makes, why, done))
+        steps.append(Step(nb.stem, nb, params, fp, action, makes, why, done, not own))
     return prof, steps
 
 # %% ../nbs/00a_reproduce.ipynb #22d7271b
@@ -353,8 +356,12 @@ def as_run(steps:list[Step], state:dict) -> dict[str, str]:
 
 def stale_upstream(steps:list[Step], state:dict) -> dict[str, list[str]]:
     ("For each notebook the plan `steps` runs, the notebooks it waits for that the plan leaves alone although they "
-     "ran before (`state`) and are not up to date: it will read what their last run made.")
+     "ran before (`state`) and are not up to date because they changed or read what did (`waits_for`): it will read "
+     "what their last run made.")
     names, stale = [s.name for s in steps], set(left_stale(steps, state))
+    moved = {}                                          # changed itself, or reads what did: the chain of fingerprints is linear, this follows `waits_for`
+    for s in steps: moved[s.name] = s.changed or any(moved[m] for m in waits_for(s.name, names))
+    stale = {n for n in stale if moved[n]}
     out = {}
     for s in steps:
         if s.action != "run": continue
