@@ -482,6 +482,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.pipeline.run_schedule': ('reproduce.html#run_schedule', 'calirl/pipeline.py'),
                                  'calirl.pipeline.run_started': ('reproduce.html#run_started', 'calirl/pipeline.py'),
                                  'calirl.pipeline.save_step': ('reproduce.html#save_step', 'calirl/pipeline.py'),
+                                 'calirl.pipeline.save_upstream_record': ('reproduce.html#save_upstream_record', 'calirl/pipeline.py'),
                                  'calirl.pipeline.select': ('reproduce.html#select', 'calirl/pipeline.py'),
                                  'calirl.pipeline.set_aside_state': ('reproduce.html#set_aside_state', 'calirl/pipeline.py'),
                                  'calirl.pipeline.settings_read': ('reproduce.html#settings_read', 'calirl/pipeline.py'),

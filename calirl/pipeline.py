@@ -10,10 +10,10 @@ __all__ = ['NB_PATTERN', 'RUNNER_PARAMS', 'FINGERPRINT_IGNORES', 'STALE', 'UPSTR
            'load_state_file', 'recorded_state', 'read_state', 'state_problem', 'set_aside_state', 'save_step', 'Step',
            'run_paths', 'make_plan', 'format_plan', 'sweep_stale', 'keep_if_whole', 'source_cell',
            'quiet_kernel_manager', 'waits_for', 'left_stale', 'as_run', 'stale_upstream', 'stale_line',
-           'upstream_record', 'upstream_mismatch', 'notebook_cores', 'run_dag', 'run_environment', 'phases_path',
-           'reads_path', 'read_reads', 'read_phases', 'time_profile', 'pool_profile', 'settle_fingerprints',
-           'record_start', 'record_end', 'children_cpu_s', 'record_cores', 'read_cores', 'run_schedule', 'run_plan',
-           'run_started', 'compare_runs', 'format_comparison']
+           'upstream_record', 'save_upstream_record', 'upstream_mismatch', 'notebook_cores', 'run_dag',
+           'run_environment', 'phases_path', 'reads_path', 'read_reads', 'read_phases', 'time_profile', 'pool_profile',
+           'settle_fingerprints', 'record_start', 'record_end', 'children_cpu_s', 'record_cores', 'read_cores',
+           'run_schedule', 'run_plan', 'run_started', 'compare_runs', 'format_comparison']
 
 # %% ../nbs/00a_reproduce.ipynb #8b871e12
 import ast, fcntl, hashlib, json, os, re, shutil, sys, tempfile, time, uuid
@@ -359,13 +359,14 @@ def stale_upstream(steps:list[Step], state:dict) -> dict[str, list[str]]:
      "ran before (`state`) and are not up to date because they changed or read what did (`waits_for`): it will read "
      "what their last run made.")
     names, stale = [s.name for s in steps], set(left_stale(steps, state))
+    waits = {n: waits_for(n, names) for n in names}
     moved = {}                                          # changed itself, or reads what did: the chain of fingerprints is linear, this follows `waits_for`
-    for s in steps: moved[s.name] = s.changed or any(moved[m] for m in waits_for(s.name, names))
+    for s in steps: moved[s.name] = s.changed or any(moved[m] for m in waits[s.name])
     stale = {n for n in stale if moved[n]}
     out = {}
     for s in steps:
         if s.action != "run": continue
-        behind = sorted(waits_for(s.name, names) & stale, key=names.index)
+        behind = sorted(waits[s.name] & stale, key=names.index)
         if behind: out[s.name] = behind
     return out
 
@@ -384,6 +385,12 @@ def upstream_record(up_dir:str|Path, name:str) -> dict:
     state = read_state(up_dir)
     return {"run": Path(up_dir).name,
             "fingerprints": {n: state[n]["fingerprint"] for n in sorted(waits_for(name, [*STAGES])) if n in state}}
+
+def save_upstream_record(up_dir:str|Path, run_dir:str|Path, figures_dir:str|Path, name:str) -> Path|None:
+    ("Write notebook `name`'s `upstream_record` beside its tables in `figures_dir` when it reads another run's models "
+     "(`up_dir` is not `run_dir`); the file written, or `None`.")
+    if Path(up_dir).resolve() == Path(run_dir).resolve(): return None
+    return save_json(upstream_record(up_dir, name), Path(figures_dir) / UPSTREAM_RECORD)
 
 def upstream_mismatch(record:str|Path, run_dir:str|Path) -> str:
     ("Why the study whose record is the file `record` (`upstream_record`) did not read the run in `run_dir` as it is "

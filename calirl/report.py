@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .settings import PROFILE_KEYS, load_profile
-from .pipeline import recorded_state
+from .pipeline import FINGERPRINT_IGNORES, UPSTREAM_RECORD, recorded_state, upstream_mismatch
 from .stats import holm, seed_interval, seed_p, world_interval, world_spread
 
 # %% ../nbs/14_report.ipynb #bdf21ee1
@@ -270,7 +270,6 @@ def worlds_markdown(path:Path) -> str:
 
 # %% ../nbs/14_report.ipynb #b2d6f8a0
 RUN_KEYS = "run_keys.json"      # beside a run's tables: the profile keys its notebooks read, with their values
-from .pipeline import FINGERPRINT_IGNORES
 WORLD_KEYS = ("seed", "replicates", "description", "notebook_workers", *FINGERPRINT_IGNORES)   # what a redraw may change: its seed, its name for its origin and its words, speed and logging
 NOT_POOLED = "worlds_not_pooled.md"
 
@@ -301,7 +300,6 @@ def pooled_worlds(profile:str, keys:dict, figures_dir:str|Path, root:str|Path) -
 def quoted_study(study:str, profile:str, run_dir:str|Path, root:str|Path) -> tuple[Path|None, str]:
     ("The figures folder of the study profile `study` when that run read this run's models as they are now "
      "(`upstream_mismatch`), else `None`, with why when it read this profile's run but not as it is now.")
-    from calirl.pipeline import UPSTREAM_RECORD, upstream_mismatch
     d = Path(root) / "figures" / study
     if load_profile(study, Path(root) / "settings.ini").upstream_run != profile or not d.is_dir(): return None, ""
     why = upstream_mismatch(d / UPSTREAM_RECORD, run_dir)
