@@ -915,6 +915,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.training.step_reach': ('training.html#step_reach', 'calirl/training.py'),
                                  'calirl.training.trainer_kw': ('training.html#trainer_kw', 'calirl/training.py'),
                                  'calirl.training.wants_cuda': ('training.html#wants_cuda', 'calirl/training.py'),
+                                 'calirl.training.weights_apart': ('training.html#weights_apart', 'calirl/training.py'),
                                  'calirl.training.write_accelerate_config': ( 'training.html#write_accelerate_config',
                                                                               'calirl/training.py')},
             'calirl.users': { 'calirl.users.PromptedSimulator': ('users.html#promptedsimulator', 'calirl/users.py'),
