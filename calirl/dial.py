@@ -32,7 +32,7 @@ from .components import make_user
 from .sim_sft import simulator_sft_example
 from .models import load_model, resolve_device, resolve_dtype, save_model, LORA_DEFAULTS
 from .training import dpo_train, preference_pair, run_trainer, sft_train, trainer_kw
-from .training import fp32_masters, launched, merged, precision_args, rank_device, report_args, save_trained, weights_apart, MOST_WEIGHTS
+from .training import fp32_masters, launched, merged, precision_args, rank_device, report_args, save_trained
 from .stats import interval, paired_ci, seed_interval
 from .dialogue import Chat
 
