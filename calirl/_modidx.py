@@ -758,6 +758,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.runtime.order_bound': ('runtime.html#order_bound', 'calirl/runtime.py'),
                                 'calirl.runtime.pmap': ('runtime.html#pmap', 'calirl/runtime.py'),
                                 'calirl.runtime.save_phases': ('runtime.html#save_phases', 'calirl/runtime.py'),
+                                'calirl.runtime.scratch_dir': ('runtime.html#scratch_dir', 'calirl/runtime.py'),
                                 'calirl.runtime.seed_everything': ('runtime.html#seed_everything', 'calirl/runtime.py'),
                                 'calirl.runtime.timed': ('runtime.html#timed', 'calirl/runtime.py'),
                                 'calirl.runtime.trainer_threads': ('runtime.html#trainer_threads', 'calirl/runtime.py'),

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .runtime import timed, trainer_threads
+from .runtime import scratch_dir, timed, trainer_threads
 from .tasks import TaskItem
 from .models import turn_end_ids
 from .rollout import simulator_context
@@ -94,7 +94,7 @@ def _disc_trainer(init_path:str, tok, rows:list[dict], epochs:int, lr:float, bat
     model = _disc_model(init_path, 2, fresh, resolve_dtype(dtype, dev), lora, dropout)
     model.config.pad_token_id = tok.pad_token_id
     fp32_masters(model, whole=processes > 1)
-    args = TrainingArguments(**precision_args(torch.device(dev).type, dtype), output_dir=tempfile.mkdtemp(), num_train_epochs=epochs, learning_rate=lr,
+    args = TrainingArguments(**precision_args(torch.device(dev).type, dtype), output_dir=str(scratch_dir()), num_train_epochs=epochs, learning_rate=lr,
                              per_device_train_batch_size=batch_size // processes, save_strategy="no", logging_steps=5, seed=seed,
                              disable_tqdm=True, lr_scheduler_type="cosine", warmup_steps=0, **report_args(report_to, logs_dir))
     return Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows).shuffle(seed=seed), compute_loss_func=disc_loss,

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from .settings import GRPOSettings, PerTask, Profile
 from .artifacts import artifact_path, load_json, save_json
 from .tasks import TaskItem, load_items, oracle_items
-from .runtime import n_workers, pmap
+from .runtime import n_workers, pmap, scratch_dir
 from .dialogue import Chat, Conversation, asks, committed, final_answer, is_right, prefix_ends
 from .rewards import task_rewards
 from .models import load_model, save_model
@@ -856,7 +856,7 @@ def _grpo_steps(engine:str, steps:int, model_dir:str, items:dict, settings:GRPOS
     rows = [{"prompt": i, "task": it.task} for i, it in items.items()]
     marks = []
     def mark(*_a, **_k): marks.append((time.perf_counter(), dict(PHASES)))
-    cfg = grpo_config(tempfile.mkdtemp(), steps, settings, save_steps=10**6)
+    cfg = grpo_config(scratch_dir(), steps, settings, save_steps=10**6)
     rf = interactive_rollout_func(scripted_human(), items, tok, H, settings, max_len)
     from transformers import TrainerCallback
     cb = type("Mark", (TrainerCallback,), {"on_step_end": lambda self, *a, **k: mark()})()
@@ -888,7 +888,7 @@ def _bench_policy(tok, H:int, hidden:int, layers:int, sft_conversations:int, war
         with tempfile.TemporaryDirectory() as d:
             model, _ = sft_train(model, ptok, demos, d, epochs=warmup_epochs, lr=2e-3, batch_size=32, max_length=512, seed=seed,
                                  threads=trainer_threads(0, "cpu"))
-    return save_model(model, ptok, Path(tempfile.mkdtemp()) / "policy")
+    return save_model(model, ptok, scratch_dir() / "policy")
 
 # %% ../nbs/09_grpo.ipynb #1a5584e9
 def _bench_report(runs:dict[str, list[dict]], out:dict, chunk:int, log=print) -> dict:

@@ -16,7 +16,7 @@ __all__ = ['ACCELERATE_FSDP', 'MOST_WEIGHTS', 'SFT_SETUPS', 'SFT_SPEEDUPS', 'run
 import tempfile
 from typing import Callable, Iterable
 from pathlib import Path
-from .runtime import blas_threads, timed
+from .runtime import blas_threads, scratch_dir, timed
 from .dialogue import Chat
 
 # %% ../nbs/04b_training.ipynb #2f24fb98
@@ -173,9 +173,9 @@ def launched(fn, job, processes:int=1, config:str|Path|None=None, log:str|Path|N
         out_file.parent.mkdir(parents=True, exist_ok=True)
         job_file.write_bytes(cloudpickle.dumps((fn, job)))
         cmd = launch_command(processes, config) + [str(job_file), str(result_file)]
+        env = {**os.environ, "CALIRL_LAUNCHED": "1", "CALIRL_DISTRIBUTED": expected_distribution(config), "TMPDIR": d}   # their temporary files (torch elastic's logs too) go with `d`
         with open(out_file, "ab") as out, timed("workers"):
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "CALIRL_LAUNCHED": "1", "CALIRL_DISTRIBUTED": expected_distribution(config)},
-                                preexec_fn=die_with_parent).returncode   # a killed caller takes its trainers with it
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent).returncode   # a killed caller takes its trainers with it
         if rc != 0 or not result_file.is_file():
             errors = sorted(Path(d).glob("result.pkl.error.*"))
             why = errors[0].read_text() if errors else "".join(out_file.read_text(errors="replace").splitlines(keepends=True)[-15:])
@@ -371,7 +371,7 @@ def _dpo_trainer(model_path:str|Path, pairs:list[dict], *, lr:float, beta:float,
     model, tok = load_model(model_path, device=device, dtype=dtype, lora={} if lora else None)
     ref = None if lora else load_model(model_path, device=device, dtype=dtype)[0]   # LoRA: TRL's reference is the model with a frozen copy of the adapter
     fp32_masters(model, whole=processes > 1)
-    cfg = DPOConfig(**precision_args(model.device.type, dtype), output_dir=tempfile.mkdtemp(), beta=beta, loss_type="sigmoid", learning_rate=lr,
+    cfg = DPOConfig(**precision_args(model.device.type, dtype), output_dir=str(scratch_dir()), beta=beta, loss_type="sigmoid", learning_rate=lr,
                     num_train_epochs=epochs, per_device_train_batch_size=batch_size // processes, lr_scheduler_type=scheduler, max_grad_norm=1.0,
                     save_strategy="no", logging_steps=1, seed=seed, max_length=max_length, disable_tqdm=True, **report_args(report_to, logs_dir),
                     precompute_ref_log_probs=precompute_ref)   # frozen reference: scoring it once saves time over many epochs
@@ -431,7 +431,7 @@ def sft_heldout_loss(model, tok, chats:list[Chat], max_length:int, batch_size:in
     "Mean loss of `model` on the generation span of held-out `chats`, masked exactly as `sft_train` trains."
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
-    cfg = SFTConfig(output_dir=tempfile.mkdtemp(), per_device_eval_batch_size=batch_size, report_to="none", bf16=False, fp16=False,
+    cfg = SFTConfig(output_dir=str(scratch_dir()), per_device_eval_batch_size=batch_size, report_to="none", bf16=False, fp16=False,
                     use_cpu=model.device.type == "cpu", assistant_only_loss=True, max_length=max_length, disable_tqdm=True)
     ds = Dataset.from_list([{"messages": c} for c in chats])
     tr = SFTTrainer(model=model, args=cfg, train_dataset=ds, eval_dataset=ds, processing_class=tok)   # TRL requires a train set; nothing is trained

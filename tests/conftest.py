@@ -73,10 +73,11 @@ def pytest_collection_modifyitems(session, config, items):
         if fixture in _BG or not any(fixture in getattr(it, "fixturenames", ()) for it in items): continue
         root = Path(tempfile.mkdtemp(prefix=prefix))
         proj = copy_project(root / "proj")
+        (root / "tmp").mkdir()                                           # its own temporary folder: what a run leaves there, a test sees
         if prof == "paper-mini": extra = extra + ["-p", f"openai_base_url=http://127.0.0.1:{free_port()}/v1"]
         out, err = open(root / "stdout.txt", "w+"), open(root / "stderr.txt", "w+")
         proc = subprocess.Popen([str(BIN / "calirl"), "reproduce", "--profile", prof, *extra], cwd=proj, stdout=out, stderr=err, text=True,
-                                env={**os.environ, **(env[0] if env else {})})
+                                env={**os.environ, **(env[0] if env else {}), "TMPDIR": str(root / "tmp")})
         _BG[fixture] = dict(root=root, proj=proj, proc=proc, out=out, err=err)
 
 def pytest_sessionfinish(session, exitstatus):

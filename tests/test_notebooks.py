@@ -35,3 +35,12 @@ def test_run_records_the_keys_each_notebook_read(smoke_reproduction):
     assert all(plan[nb] == "run" for nb in NOTEBOOKS[NOTEBOOKS.index(first):]), plan
     r = calirl("reproduce", "--profile", "smoke", "--dry-run", cwd=proj)
     assert "0 notebook(s) to run" in r.stdout, r.stdout[-2000:]
+
+
+def test_a_run_leaves_nothing_in_the_temporary_folder(smoke_reproduction):
+    """The run had a temporary folder of its own (`TMPDIR`): every folder its notebooks, trainers and launched processes
+    made there (trainers' output folders, a benchmark's models, torch elastic's logs, the kernels' sockets) is gone."""
+    proj, r = smoke_reproduction
+    assert r.returncode == 0, r.stderr[-3000:]
+    left = sorted(p.name for p in (proj.parent / "tmp").iterdir())
+    assert not left, left

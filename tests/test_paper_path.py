@@ -63,6 +63,13 @@ def test_paper_mini_constructs_no_tiny_world_component(paper_mini_reproduction):
     tables = " ".join(p.read_text() for p in (proj / "figures" / "paper-mini").glob("*.csv")).lower()
     assert not [u for u in ("scripted-human", "scripted human", "artifact-simulator", "artifact simulator") if u in tables]
 
+def test_paper_mini_leaves_nothing_in_the_temporary_folder(paper_mini_reproduction):
+    "What the paper path's notebooks, servers and launched trainers put in the run's own temporary folder is gone with them."
+    proj, r = paper_mini_reproduction
+    assert r.returncode == 0, r.stderr[-3000:]
+    left = sorted(p.name for p in (proj.parent / "tmp").iterdir())
+    assert not left, left
+
 def test_paper_path_runs_against_an_endpoint_the_user_started(paper_mini_reproduction, tmp_path):
     """`serve = false`: the oracle and judge are the user's to serve. This test starts `transformers serve` itself, pinned to
     the oracle stand-in as a user pins vLLM to the 235 B model, and runs 05_rollout against it in a copy of the paper-mini
