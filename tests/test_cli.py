@@ -97,6 +97,13 @@ def test_time_profile_splits_each_notebook_into_phases(smoke_reproduction):
     assert not {"09_grpo", "09b_grpo_calibrated"} - set(grpo) & set(pp.index), pp   # given one core: GRPO trains in the notebook
     assert abs(tp.loc["total", "seconds"] - tp.drop("total")["seconds"].sum()) < 0.5
 
+def test_overrides_reach_the_first_notebook(project):
+    "`-p` on the keys `00_core` reads (its seed, its tasks): the notebook reads the profile as overridden and passes."
+    r = calirl("reproduce", "--profile", "smoke", "--only", "00_core", "-p", "seed=1", "-p", "tasks=math-chat", cwd=project)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((project / "runs" / "smoke" / "notebooks" / "00_core.run.json").read_text())["status"] == "ok"
+
+
 def test_reproduce_smoke_then_rerun_does_no_work(smoke_reproduction):
     project, r = smoke_reproduction
     assert r.returncode == 0, r.stderr[-5000:]
