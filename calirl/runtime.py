@@ -129,11 +129,9 @@ def pmap(fn:Callable, jobs:Iterable, workers:int=1, cost:Callable[[Any], float]|
     jobs = list(jobs)
     if workers <= 1 or len(jobs) <= 1: return [_job(fn, j, False) for j in jobs]
     from joblib import Parallel, delayed
-    from joblib.externals.loky import get_reusable_executor
     order = sorted(range(len(jobs)), key=lambda i: -cost(jobs[i])) if cost else list(range(len(jobs)))   # stable: ties in order
     with timed("workers"):
-        try: done = Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, jobs[i], True) for i in order)
-        finally: get_reusable_executor().shutdown(wait=True, kill_workers=True)   # idle workers kept for reuse hold up this process's exit
+        done = Parallel(n_jobs=min(workers, len(jobs)), backend="loky")(delayed(_job)(fn, jobs[i], True) for i in order)
     for _, spent in done:                                       # the jobs' own phases, in core-seconds
         for k, v in spent.items(): PHASES[f"pool/{k}"] = PHASES.get(f"pool/{k}", 0.0) + v
     save_phases()
