@@ -314,7 +314,7 @@ def source_cell(executed:str|Path, src:str|Path, idx:int) -> tuple[int, str]:
 # %% ../nbs/00a_reproduce.ipynb #18925f04
 def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Path|None=None) -> type:
     ("A kernel manager class for papermill: IPC sockets in the temp folder (no TCP warning), process output to `log`, "
-     "`env` added to the kernel's environment, the kernel started in `cwd`.")
+     "`env` added to the kernel's environment, the kernel (a `RunnerKernel`) started in `cwd`.")
     from jupyter_client import AsyncKernelManager
     from traitlets import default
     class IPCKernelManager(AsyncKernelManager):
@@ -323,12 +323,32 @@ def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Pat
         @default("ip")
         def _ip_in_tmp(self): return os.path.join(tempfile.gettempdir(), f"calirl-kernel-{uuid.uuid4().hex[:12]}")
         async def _async_launch_kernel(self, kernel_cmd:list, **kw):
+            kernel_cmd = [*kernel_cmd, "--IPKernelApp.kernel_class=calirl.pipeline.RunnerKernel"]   # one that ends when asked (below)
             if env: kw = {**kw, "env": {**kw.get("env", os.environ), **env}}      # this kernel's own: runs side by side share os.environ
             if cwd is not None: kw = {**kw, "cwd": str(cwd)}                      # and they share this process's working folder too
             if log is None: return await super()._async_launch_kernel(kernel_cmd, **kw)
             with open(log, "wb") as f:                      # the kernel (and what it starts) keeps its own copy of the fd
                 return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f, "stderr": f})
     return IPCKernelManager
+
+# %% ../nbs/00a_reproduce.ipynb #7e3c1a02
+def _runner_kernel():
+    ("IPython's kernel class for a run's notebooks: at shutdown it leaves the resource trackers of multiprocessing and "
+     "loky alone (they ignore SIGTERM, and end by themselves once the kernel has gone).")
+    from ipykernel.ipkernel import IPythonKernel
+    if not hasattr(IPythonKernel, "_process_children"): return IPythonKernel       # another ipykernel: its own shutdown
+    def tracker(p) -> bool:
+        try: return any("resource_tracker" in a for a in p.cmdline())
+        except Exception: return False                                              # gone meanwhile, or not ours to read
+    class RunnerKernel(IPythonKernel):
+        def _process_children(self): return [p for p in super()._process_children() if not tracker(p)]
+    return RunnerKernel
+
+def __getattr__(name:str):
+    ("`RunnerKernel`, made when a kernel asks for it (`--IPKernelApp.kernel_class`), so that importing this module "
+     "imports no ipykernel.")
+    if name == "RunnerKernel": return _runner_kernel()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # %% ../nbs/00a_reproduce.ipynb #6016105f
 def waits_for(name:str, names:list[str]) -> set[str]:
