@@ -532,14 +532,12 @@ def _execute(s:Step, out:Path, progress:bool, env:dict|None=None) -> None:
     tmp = out.with_name(f".{out.stem}.tmp-{uuid.uuid4().hex[:8]}.ipynb")     # papermill wants the suffix
     # what the kernel and the processes it starts (launched trainers, servers, pools) put in the temporary folder goes with
     # the notebook, however the kernel ends (one that its manager ends runs no exit handlers)
-    scratch = tempfile.TemporaryDirectory(prefix=f"calirl-{s.name}-", ignore_cleanup_errors=True)
     # the kernel starts in the notebook's folder; papermill's own `cwd` would change this whole process's working folder for
     # the run, and two notebooks side by side would each set it back for the other (a kernel then starts in the wrong place)
-    try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", progress_bar=progress, log_output=False,
-                             kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log"), {**(env or {}), "TMPDIR": scratch.name}, s.path.parent))
-    finally:
-        keep_if_whole(tmp, out)
-        scratch.cleanup()
+    with tempfile.TemporaryDirectory(prefix=f"calirl-{s.name}-", ignore_cleanup_errors=True) as scratch:
+        try: pm.execute_notebook(str(s.path), str(tmp), parameters=s.params, kernel_name="python3", progress_bar=progress, log_output=False,
+                                 kernel_manager_class=quiet_kernel_manager(out.with_suffix(".log"), {**(env or {}), "TMPDIR": scratch}, s.path.parent))
+        finally: keep_if_whole(tmp, out)
 
 # %% ../nbs/00a_reproduce.ipynb #de25e71e
 def _failure(s:Step, out:Path, root:Path, e) -> str:
