@@ -750,6 +750,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'calirl.runtime.assert_order_close': ('runtime.html#assert_order_close', 'calirl/runtime.py'),
                                 'calirl.runtime.blas_threads': ('runtime.html#blas_threads', 'calirl/runtime.py'),
                                 'calirl.runtime.cuda_available': ('runtime.html#cuda_available', 'calirl/runtime.py'),
+                                'calirl.runtime.freeze_at_exit': ('runtime.html#freeze_at_exit', 'calirl/runtime.py'),
+                                'calirl.runtime.freeze_for_exit': ('runtime.html#freeze_for_exit', 'calirl/runtime.py'),
                                 'calirl.runtime.gamma_n': ('runtime.html#gamma_n', 'calirl/runtime.py'),
                                 'calirl.runtime.granted_cores': ('runtime.html#granted_cores', 'calirl/runtime.py'),
                                 'calirl.runtime.interleaved': ('runtime.html#interleaved', 'calirl/runtime.py'),

@@ -334,13 +334,18 @@ def quiet_kernel_manager(log:str|Path|None=None, env:dict|None=None, cwd:str|Pat
 # %% ../nbs/00a_reproduce.ipynb #7e3c1a02
 def _runner_kernel():
     ("IPython's kernel class for a run's notebooks: at shutdown it leaves the resource trackers of multiprocessing and "
-     "loky alone (they ignore SIGTERM, and end by themselves once the kernel has gone).")
+     "loky alone (they ignore SIGTERM, and end by themselves once the kernel has gone); at exit it freezes what is left "
+     "once IPython has cleared the notebook's names (`freeze_for_exit`).")
     from ipykernel.ipkernel import IPythonKernel
+    from calirl.runtime import freeze_at_exit
     if not hasattr(IPythonKernel, "_process_children"): return IPythonKernel       # another ipykernel: its own shutdown
     def tracker(p) -> bool:
         try: return any("resource_tracker" in a for a in p.cmdline())
         except Exception: return False                                              # gone meanwhile, or not ours to read
     class RunnerKernel(IPythonKernel):
+        def __init__(self, **kw):
+            freeze_at_exit()            # before IPython's shell registers its exit handler, so that it runs after that one
+            super().__init__(**kw)
         def _process_children(self): return [p for p in super()._process_children() if not tracker(p)]
     return RunnerKernel
 

@@ -218,6 +218,8 @@ def _launched_main(job_file:str, result_file:str) -> None:
         Path(f"{result_file}.error.{rank}").write_text(traceback.format_exc())   # for the caller's error message
         raise
     if rank == 0: Path(result_file).write_bytes(cloudpickle.dumps(out))
+    from calirl.runtime import freeze_for_exit
+    freeze_for_exit()                                  # the work is done: end without walking every object again
 
 if __name__ == "__main__" and __import__("os").environ.get("CALIRL_LAUNCHED") == "1":   # python -m calirl.training JOB RESULT, as `launched` runs it
     _launched_main(*__import__("sys").argv[1:3])
