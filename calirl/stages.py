@@ -70,9 +70,10 @@ KIT_STAGES = [   # the kit itself: settings, runner, command line, docs, runtime
                   "tables, the README, the guide pages in `docs/` and the run reports, built with MkDocs, no dead link; "
                   "this page rendered from the stages (`notebook_map`)"),
     Stage("00d_runtime", "", "calirl.runtime",
-          summary="seeding, where time goes (`timed` phases), worker pools for independent runs (`pmap`), trainers' BLAS "
-                  "threads, interleaved timing, how far two float results may differ when they add in another order "
-                  "(`order_bound`, `assert_order_close`)"),
+          summary="seeding, where time goes (`timed` phases), worker pools for independent runs (`pmap`), a quick "
+                  "exit for processes that imported torch (`freeze_for_exit`), trainers' BLAS threads, interleaved timing, "
+                  "how far two float results may differ when they add in another order (`order_bound`, "
+                  "`assert_order_close`)"),
     Stage("00e_artifacts", "", "calirl.artifacts",
           summary="atomic artifact IO (JSON, Parquet, tables, figures), the artifact registry, where an input artifact is "
                   "read from"),
