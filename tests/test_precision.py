@@ -12,6 +12,7 @@ import torch
 from calirl.dial import train_discriminator
 from calirl.grpo import grpo_config, train_grpo
 from calirl.models import build_tiny_model, load_model, save_model, train_tokenizer
+from calirl.runtime import scratch_dir
 from calirl.settings import GRPOSettings, load_profile
 from calirl.tasks import tiny_items
 from calirl.training import dpo_train, sft_train, step_reach
@@ -54,7 +55,7 @@ def _grpo(tiny, reach, **kw):
     s = GRPOSettings.of(load_profile("smoke", ROOT / "settings.ini"), device="cpu", dtype="bfloat16", rollout_backend="hf", grpo_lr=LR,
                         G=2, grpo_batch=4, micro_batch=0, max_new_tokens=8)
     varied = lambda prompts, completions, **k: [float(zlib.crc32(str(c).encode()) % 97) for c in completions]   # no tied group
-    train_grpo(model, tok, [{"prompt": "the answer is"}] * 4, varied, grpo_config(tempfile.mkdtemp(), 1, s), resume=False, callbacks=[reach])
+    train_grpo(model, tok, [{"prompt": "the answer is"}] * 4, varied, grpo_config(scratch_dir("calirl-test-grpo-"), 1, s), resume=False, callbacks=[reach])
     return model
 
 def _disc(tiny, reach, **kw):
