@@ -98,7 +98,11 @@ def _wait(fixture:str, timeout:int=900):
         bg["proc"].kill()
         pytest.fail(f"{' '.join(bg['proc'].args[1:])} took over {timeout} s")
     read = lambda f: (f.seek(0), f.read())[1]
-    return bg["proj"], subprocess.CompletedProcess(bg["proc"].args, bg["proc"].returncode, read(bg["out"]), read(bg["err"]))
+    err = read(bg["err"])
+    logs = sorted(Path(bg["proj"]).glob("runs/*/logs/serve-*.log"), key=lambda p: p.stat().st_mtime)
+    if bg["proc"].returncode != 0 and logs:                # the last server's log goes with the run's folder at the session's end
+        err += f"\n--- the end of {logs[-1].name}:\n{logs[-1].read_text(errors='replace')[-1000:]}"
+    return bg["proj"], subprocess.CompletedProcess(bg["proc"].args, bg["proc"].returncode, read(bg["out"]), err)
 
 @pytest.fixture(scope="session")
 def docs_site():
