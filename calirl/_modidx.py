@@ -494,6 +494,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'calirl.pipeline.stale_upstream': ('reproduce.html#stale_upstream', 'calirl/pipeline.py'),
                                  'calirl.pipeline.state_problem': ('reproduce.html#state_problem', 'calirl/pipeline.py'),
                                  'calirl.pipeline.sweep_stale': ('reproduce.html#sweep_stale', 'calirl/pipeline.py'),
+                                 'calirl.pipeline.temp_base': ('reproduce.html#temp_base', 'calirl/pipeline.py'),
                                  'calirl.pipeline.time_profile': ('reproduce.html#time_profile', 'calirl/pipeline.py'),
                                  'calirl.pipeline.upstream_mismatch': ('reproduce.html#upstream_mismatch', 'calirl/pipeline.py'),
                                  'calirl.pipeline.upstream_record': ('reproduce.html#upstream_record', 'calirl/pipeline.py'),
