@@ -9,7 +9,7 @@ __all__ = ['PHASES', 'CORES_ENV', 'UNIT_ROUNDOFF', 'seed_everything', 'save_phas
            'assert_order_close']
 
 # %% ../nbs/00d_runtime.ipynb #632c78d0
-import atexit, contextlib, functools, importlib.util, json, multiprocessing, os, random, shutil, tempfile, time
+import atexit, contextlib, importlib.util, json, multiprocessing, os, random, shutil, tempfile, time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -72,10 +72,16 @@ def freeze_for_exit() -> None:
     gc.collect()
     gc.freeze()
 
-@functools.cache                        # once per process
+_FREEZE_REGISTERED = False              # a flag, not `functools.cache`: a job defined in a notebook carries this function
+                                        # to its workers by value, and a cache wrapper does not travel that way
+
 def freeze_at_exit() -> None:
-    "Run `freeze_for_exit` when this process exits, after the exit handlers registered later than this call."
+    ("Run `freeze_for_exit` when this process exits, after the exit handlers registered later than this call; once per "
+     "process.")
+    global _FREEZE_REGISTERED
+    if _FREEZE_REGISTERED: return
     atexit.register(freeze_for_exit)
+    _FREEZE_REGISTERED = True
 
 # %% ../nbs/00d_runtime.ipynb #4253c9e1
 CORES_ENV = "CALIRL_CORES"   # the cores `calirl reproduce` gave the notebook this process runs
